@@ -1,0 +1,103 @@
+"""`Document` and `Corpus`: the passages an environment retrieves from."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+from searchgym.errors import ConfigError
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """One retrievable passage."""
+
+    id: str
+    """Unique within its corpus."""
+    title: str
+    """The page or entity the passage belongs to; may be empty."""
+    text: str
+    """The passage body, without the title."""
+
+    @property
+    def contents(self) -> str:
+        """The Search-R1 / FlashRAG form: the quoted title on the first line, then the text."""
+        return format_contents(self.title, self.text)
+
+
+def format_contents(title: str, text: str) -> str:
+    """Render `title` and `text` as wiki-18's `contents` field: `"Title"\\ntext`."""
+    return f'"{title}"\n{text}'
+
+
+def parse_contents(contents: str) -> tuple[str, str]:
+    """Split a wiki-18 `contents` field into (title, text).
+
+    The first line is the title, usually wrapped in double quotes. A `contents` without a newline has no
+    title.
+    """
+    head, sep, rest = contents.partition("\n")
+    if not sep:
+        return "", contents.strip()
+    title = head.strip()
+    if len(title) >= 2 and title[0] == '"' and title[-1] == '"':
+        title = title[1:-1]
+    return title, rest.strip()
+
+
+class Corpus(Sequence[Document]):
+    """An ordered, immutable collection of documents with unique ids.
+
+    >>> corpus = Corpus([Document("d1", "Paris", "Paris is the capital of France.")])
+    >>> corpus.get("d1").title
+    'Paris'
+    """
+
+    def __init__(self, documents: Iterable[Document], *, name: str = "corpus"):
+        self._docs: list[Document] = list(documents)
+        self.name = name
+        self._index: dict[str, int] = {}
+        for i, doc in enumerate(self._docs):
+            if doc.id in self._index:
+                raise ConfigError(f"corpus {name!r}: duplicate document id {doc.id!r} (positions {self._index[doc.id]} and {i})")
+            self._index[doc.id] = i
+        self._hash: str | None = None
+
+    def __len__(self) -> int:
+        return len(self._docs)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        return self._docs[i]
+
+    def __iter__(self) -> Iterator[Document]:
+        return iter(self._docs)
+
+    def __contains__(self, doc_id: object) -> bool:
+        return doc_id in self._index
+
+    def get(self, doc_id: str) -> Document:
+        """The document with id `doc_id`; KeyError if absent."""
+        return self._docs[self._index[doc_id]]
+
+    def position(self, doc_id: str) -> int:
+        """The document's position in corpus order (the row of its index entry)."""
+        return self._index[doc_id]
+
+    @property
+    def content_hash(self) -> str:
+        """SHA-256 over every document's id, title and text, in order; keys indexes and caches."""
+        if self._hash is None:
+            h = hashlib.sha256()
+            for doc in self._docs:
+                h.update(doc.id.encode("utf-8", "surrogatepass"))
+                h.update(b"\x1f")
+                h.update(doc.title.encode("utf-8", "surrogatepass"))
+                h.update(b"\x1f")
+                h.update(doc.text.encode("utf-8", "surrogatepass"))
+                h.update(b"\x1e")
+            self._hash = h.hexdigest()
+        return self._hash
+
+    def __repr__(self) -> str:
+        return f"Corpus(name={self.name!r}, documents={len(self)})"

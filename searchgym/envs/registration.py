@@ -1,0 +1,36 @@
+"""Registers every searchgym environment id with Gymnasium. The registry is touched only here."""
+
+from __future__ import annotations
+
+from gymnasium.envs.registration import register, registry
+
+_BENCHMARKS = {
+    "HotpotQA": "hotpotqa",
+    "NQ": "nq",
+    "TriviaQA": "triviaqa",
+    "PopQA": "popqa",
+    "2Wiki": "2wiki",
+    "Musique": "musique",
+    "Bamboogle": "bamboogle",
+}
+
+ENV_IDS: tuple[str, ...] = (
+    *(f"SearchQA-{name}-v0" for name in _BENCHMARKS),
+    "SearchQA-Synthetic-v0",
+    "SearchQA-Custom-v0",
+)
+
+
+def register_envs() -> None:
+    """Register all ids; safe to call more than once."""
+    for name, dataset in _BENCHMARKS.items():
+        _register(f"SearchQA-{name}-v0", "searchgym.envs.variants:BenchmarkSearchQAEnv", {"dataset": dataset})
+    _register("SearchQA-Synthetic-v0", "searchgym.envs.variants:SyntheticSearchQAEnv", {})
+    _register("SearchQA-Custom-v0", "searchgym.envs.variants:CustomSearchQAEnv", {})
+
+
+def _register(env_id: str, entry_point: str, kwargs: dict) -> None:
+    if env_id in registry:
+        return
+    # The env truncates at max_turns itself; a TimeLimit wrapper would duplicate that, so none is added.
+    register(id=env_id, entry_point=entry_point, kwargs=kwargs, disable_env_checker=False)

@@ -1,0 +1,273 @@
+"""`SearchQAEnv`: answer a question by searching a corpus over several text turns."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+
+from searchgym.corpus import Corpus
+from searchgym.data.records import QARecord
+from searchgym.envs.spaces import UnicodeText
+from searchgym.errors import ConfigError, EpisodeStateError
+from searchgym.info import SCHEMA_VERSION, EpisodeSummary, ResetInfo, RewardParts, StepInfo
+from searchgym.protocol import Action, ActionProtocol, resolve_protocol
+from searchgym.rankers import Ranker, resolve_ranker
+from searchgym.retrieval import Hit, Retriever, resolve_retriever
+from searchgym.rewards import cover_exact_match, exact_match, f1_score, format_valid, resolve_answer_reward
+from searchgym.rewards.answer import AnswerReward
+
+logger = logging.getLogger(__name__)
+
+MAX_TEXT = 1_000_000
+
+
+class SearchQAEnv(gym.Env[str, str]):
+    """
+    ## Description
+    A question-answering environment in which an LLM agent may search a corpus before answering. Each
+    episode is one question. The agent writes text; the environment parses the first action in it,
+    retrieves a candidate pool for a search, lets a ranker pick the documents to show, and scores a
+    final answer against the gold answers. Every step's `info` carries per-turn credit signals (see
+    `searchgym.info`).
+
+    ## Action Space
+    `UnicodeText`: any string. With the default Search-R1 grammar the action is the first complete
+    `<search>query</search> | <answer>text</answer>` in the text; `<think>...</think>` before it is the
+    turn's reasoning. With `action_format="tool_calls"` it is a JSON tool call in `<tool_call>` tags.
+    Text after the action is ignored.
+
+    ## Observation Space
+    `UnicodeText`: `reset` returns the instruction prompt with the question; a search step returns
+    `<information>Doc 1(Title: t) text ... </information>`; an invalid action returns an explanation of
+    what is expected. The gold answer never appears in an observation.
+
+    ## Rewards
+    0 on every step except the answering one, which gets `answer_reward(answer, gold_answers)`: exact
+    match after SQuAD normalization by default (`"f1"`, `"cover_em"` or any function). EM, F1, cover-EM and
+    format validity are always reported in `info["reward"]`.
+
+    ## Starting State
+    A question drawn uniformly from the records with `self.np_random`, or the one chosen by
+    `options={"index": i}` or `options={"question_id": id}`.
+
+    ## Episode End
+    Terminated when the agent answers. Truncated when `max_turns` turns pass without an answer (invalid
+    actions count as turns). Never both.
+
+    ## Arguments
+    - `records`: the questions (`QARecord`s).
+    - `corpus`: the documents to search; may be None when `retriever` is an object with its own corpus.
+    - `retriever`: `"bm25"` (bm25s, default), `"rank_bm25"`, or any `Retriever`.
+    - `ranker`: None (retriever order) or any `Ranker`.
+    - `answer_reward`: `"em"`, `"f1"`, `"cover_em"` or a function (prediction, golds) -> float.
+    - `action_format`: `"tags"` (Search-R1) or `"tool_calls"`, or any `ActionProtocol`.
+    - `template`: the prompt template, with a `{question}` field; defaults to the grammar's own.
+    - `top_k`: documents shown per search (3). `candidates`: pool retrieved per search (50).
+    - `max_turns`: turns before truncation (4). `max_query_chars`: longer queries are invalid (1000).
+    - `cache_dir`: where retrieval indexes are cached (`~/.cache/searchgym`; False disables).
+    - `render_mode`: None or `"ansi"` (the transcript as text).
+
+    ## Version History
+    - v0: initial version.
+
+    ## Example
+    >>> import gymnasium as gym, searchgym
+    >>> env = gym.make("SearchQA-Synthetic-v0", num_entities=300, cache_dir=False)
+    >>> obs, info = env.reset(seed=0)
+    >>> obs, reward, terminated, truncated, info = env.step("<think>Let me look.</think><search>capital</search>")
+    >>> info["action"], terminated, truncated
+    ('search', False, False)
+    """
+
+    metadata = {"render_modes": ["ansi"]}
+
+    def __init__(
+        self,
+        records: Sequence[QARecord],
+        corpus: Corpus | None = None,
+        *,
+        retriever: str | Retriever = "bm25",
+        ranker: str | Ranker | None = None,
+        answer_reward: str | AnswerReward = "em",
+        action_format: str | ActionProtocol = "tags",
+        template: str | None = None,
+        top_k: int = 3,
+        candidates: int = 50,
+        max_turns: int = 4,
+        max_query_chars: int = 1000,
+        cache_dir: str | Path | None | bool = None,
+        render_mode: str | None = None,
+    ):
+        if not records:
+            raise ConfigError("SearchQAEnv needs at least one question record")
+        if top_k < 1:
+            raise ConfigError(f"top_k must be >= 1, got {top_k}")
+        if candidates < top_k:
+            raise ConfigError(f"candidates ({candidates}) must be >= top_k ({top_k}): the ranker picks top_k from the pool")
+        if max_turns < 1:
+            raise ConfigError(f"max_turns must be >= 1, got {max_turns}")
+        if render_mode not in (None, "ansi"):
+            raise ConfigError(f"render_mode must be None or 'ansi', got {render_mode!r}")
+        if template is not None and "{question}" not in template:
+            raise ConfigError("template must contain a '{question}' field")
+        self.records = list(records)
+        self._by_id = {r.id: i for i, r in enumerate(self.records)}
+        self.corpus = corpus
+        self.retriever = resolve_retriever(retriever, corpus, cache_dir=None if cache_dir is True else cache_dir)
+        self.ranker = resolve_ranker(ranker)
+        self.answer_reward = resolve_answer_reward(answer_reward)
+        self.protocol = resolve_protocol(action_format, template=template, max_query_chars=max_query_chars)
+        self.top_k, self.candidates, self.max_turns = top_k, candidates, max_turns
+        self.render_mode = render_mode
+        self.observation_space = UnicodeText(MAX_TEXT)
+        self.action_space = UnicodeText(MAX_TEXT)
+
+        self.record: QARecord | None = None
+        self.turn = 0
+        self.done = True
+        self.transcript: list[tuple[str, str]] = []
+        self.turn_infos: list[StepInfo] = []
+
+    # -- Gymnasium API ----------------------------------------------------------------------------------
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, ResetInfo]:
+        super().reset(seed=seed)
+        self.record = self.records[self._choose_index(options or {})]
+        self.turn = 0
+        self.done = False
+        self.turn_infos = []
+        prompt = self.protocol.render_prompt(self.record.question)
+        self.transcript = [("prompt", prompt)]
+        info: ResetInfo = {
+            "schema_version": SCHEMA_VERSION,
+            "question_id": self.record.id,
+            "source": self.record.source,
+            "hops": self.record.hops,
+            "num_gold_entities": len(self.record.gold_entities),
+            "max_turns": self.max_turns,
+        }
+        return prompt, info
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, StepInfo]:
+        if self.record is None or self.done:
+            raise EpisodeStateError("the episode is over (or never started): call reset() before step()")
+        parsed = self._parse(action)
+        info = self._new_info(parsed)
+        self.transcript.append(("agent", action if isinstance(action, str) else repr(action)))
+        reward, terminated = 0.0, False
+        if parsed.kind == "search":
+            observation = self._search(parsed.query or "", info)
+        elif parsed.kind == "answer":
+            reward = self._score(parsed.answer or "", info)
+            observation, terminated = "", True
+        else:
+            observation = self.protocol.render_invalid(parsed)
+        info["reward"]["total"] = reward
+        self.turn += 1
+        truncated = not terminated and self.turn >= self.max_turns
+        self.turn_infos.append(info)
+        if terminated or truncated:
+            self.done = True
+            info["episode"] = self._summary(answered=terminated)  # type: ignore[typeddict-unknown-key]
+            if "format" not in info["reward"]:
+                info["reward"]["format"] = float(info["episode"]["format_valid"])  # type: ignore[typeddict-item]
+        if observation:
+            self.transcript.append(("env", observation))
+        return observation, reward, terminated, truncated, info
+
+    def render(self) -> str | None:
+        if self.render_mode != "ansi":
+            return None
+        return "".join(f"[{role}]\n{text}\n" for role, text in self.transcript)
+
+    # -- steps ------------------------------------------------------------------------------------------
+
+    def _choose_index(self, options: dict[str, Any]) -> int:
+        unknown = set(options) - {"index", "question_id"}
+        if unknown:
+            raise ConfigError(f"unknown reset options {sorted(unknown)}; use 'index' or 'question_id'")
+        if "question_id" in options:
+            try:
+                return self._by_id[str(options["question_id"])]
+            except KeyError:
+                raise ConfigError(f"no question with id {options['question_id']!r}") from None
+        if "index" in options:
+            i = int(options["index"])
+            if not 0 <= i < len(self.records):
+                raise ConfigError(f"index {i} out of range: {len(self.records)} questions")
+            return i
+        return int(self.np_random.integers(len(self.records)))
+
+    def _parse(self, action: object) -> Action:
+        if isinstance(action, bytes):
+            action = action.decode("utf-8", "replace")
+        if not isinstance(action, str):
+            return Action("invalid", invalid_reason="not_text")
+        return self.protocol.parse(action)
+
+    def _new_info(self, action: Action) -> StepInfo:
+        assert self.record is not None
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "question_id": self.record.id,
+            "turn": self.turn,
+            "action": action.kind,
+            "invalid_action": action.kind == "invalid",
+            "invalid_reason": action.invalid_reason,
+            "thinking": action.thinking,
+            "query": action.query,
+            "answer": action.answer,
+            "shown": [],
+            "candidates": None,
+            "ranker": None,
+            "labels": None,
+            "entities": None,
+            "reward": {},
+        }
+
+    def _search(self, query: str, info: StepInfo) -> str:
+        assert self.record is not None
+        pool: list[Hit] = self.retriever.search([query], self.candidates)[0]
+        ranked = self.ranker.rank(self.record.question, query, pool, self.top_k)
+        order = [i for i in ranked.order if 0 <= i < len(pool)][: self.top_k]
+        shown = [pool[i] for i in order]
+        info["candidates"] = {
+            "ids": [h.doc.id for h in pool],
+            "titles": [h.doc.title for h in pool],
+            "scores": [h.score for h in pool],
+        }
+        info["shown"] = [{"id": pool[i].doc.id, "title": pool[i].doc.title, "score": pool[i].score, "candidate_rank": i} for i in order]
+        info["ranker"] = ranked.call
+        return self.protocol.render_documents([h.doc for h in shown])
+
+    def _score(self, answer: str, info: StepInfo) -> float:
+        assert self.record is not None
+        golds = self.record.answers
+        parts: RewardParts = info["reward"]
+        parts["answer"] = float(self.answer_reward(answer, golds))
+        parts["em"] = exact_match(answer, golds)
+        parts["f1"] = f1_score(answer, golds)
+        parts["cover_em"] = cover_exact_match(answer, golds)
+        return parts["answer"]
+
+    def _summary(self, *, answered: bool) -> EpisodeSummary:
+        infos = self.turn_infos
+        last = infos[-1]["reward"]
+        agent_turns = [text for role, text in self.transcript if role == "agent"]
+        return {
+            "outcome": "answered" if answered else "out_of_turns",
+            "turns": len(infos),
+            "searches": sum(i["action"] == "search" for i in infos),
+            "invalid_actions": sum(i["invalid_action"] for i in infos),
+            "em": last.get("em", 0.0),
+            "f1": last.get("f1", 0.0),
+            "cover_em": last.get("cover_em", 0.0),
+            "format_valid": answered and format_valid(agent_turns),
+            "turn_labels": [i["labels"] for i in infos],
+            "entity_rate": infos[-1]["entities"]["rate"] if infos[-1]["entities"] else None,
+        }
+

@@ -1,0 +1,162 @@
+"""The registered environments: public benchmarks, the synthetic world, and a custom corpus."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Literal
+
+from searchgym.corpus import Corpus, load_corpus
+from searchgym.data import fetch_dataset, load_dataset_file
+from searchgym.data.hub import cache_path
+from searchgym.data.records import QARecord
+from searchgym.envs.search_qa import SearchQAEnv
+from searchgym.errors import ConfigError, DataNotFoundError
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_SPLITS = {
+    "hotpotqa": "dev",
+    "2wiki": "dev",
+    "musique": "dev",
+    "nq": "test",
+    "triviaqa": "test",
+    "popqa": "test",
+    "bamboogle": "test",
+}
+"""The split each benchmark is evaluated on when `split` is not given (FlashRAG's naming)."""
+
+HAS_CONTEXTS = frozenset({"hotpotqa", "2wiki", "musique"})
+"""Datasets whose files carry their own paragraphs, which become the corpus when none is given."""
+
+
+def _load_corpus_arg(corpus_path: str | Path | None) -> Corpus | None:
+    return None if corpus_path is None else load_corpus(corpus_path)
+
+
+def _limit(records: list[QARecord], limit: int | None) -> list[QARecord]:
+    if limit is not None and limit < 1:
+        raise ConfigError(f"limit must be >= 1, got {limit}")
+    return records if limit is None else records[:limit]
+
+
+class BenchmarkSearchQAEnv(SearchQAEnv):
+    """`SearchQAEnv` over a public benchmark (HotpotQA, NQ, TriviaQA, PopQA, 2Wiki, MuSiQue, Bamboogle).
+
+    The questions come from `data_path` (any format `searchgym.data.load_records` reads) or, for users who
+    are online, from the Hugging Face hub into `cache_dir` (`download=True`). The corpus is `corpus_path`
+    (wiki-18 in jsonl or DPR tsv), or the file's own context paragraphs for HotpotQA, 2Wiki and MuSiQue
+    (the distractor setting). A retriever object (for instance a client of a Search-R1 retrieval server)
+    replaces the corpus altogether. See `SearchQAEnv` for the episode, spaces and rewards.
+    """
+
+    def __init__(
+        self,
+        dataset: str,
+        *,
+        data_path: str | Path | None = None,
+        corpus_path: str | Path | None = None,
+        split: str | None = None,
+        limit: int | None = None,
+        download: bool = True,
+        cache_dir: str | Path | None | Literal[False] = None,
+        **env_options: Any,
+    ):
+        if dataset not in DEFAULT_SPLITS:
+            raise ConfigError(f"unknown dataset {dataset!r}; choose one of {sorted(DEFAULT_SPLITS)}")
+        self.dataset = dataset
+        split = split or DEFAULT_SPLITS[dataset]
+        if data_path is None:
+            if not download:
+                raise DataNotFoundError(_how_to_provide(dataset, split))
+            data_path = fetch_dataset(dataset, split, cache_dir=_hub_cache(cache_dir))
+        loaded = load_dataset_file(data_path, source=dataset)
+        self.data_path, self.data_sha256 = loaded.path, loaded.sha256
+        corpus = _load_corpus_arg(corpus_path) or loaded.corpus
+        if corpus is None and isinstance(env_options.get("retriever", "bm25"), str):
+            raise DataNotFoundError(
+                f"{dataset} questions carry no passages to search: pass corpus_path= (the 2018 Wikipedia passages "
+                "as jsonl with id+contents or DPR tsv), or retriever= an object such as an HTTP retriever pointed at a "
+                "Search-R1 retrieval server",
+                path=data_path,
+            )
+        super().__init__(_limit(list(loaded.records), limit), corpus, cache_dir=cache_dir, **env_options)
+
+
+class SyntheticSearchQAEnv(SearchQAEnv):
+    """`SearchQAEnv` over the offline synthetic world (`searchgym.data.synthetic`).
+
+    A deterministic fictional world of people, places, organisations and works, rendered as
+    encyclopedia passages, with 1- to 4-hop questions that no model can answer from memory. Works with no
+    data files and no network. Train and test splits start from disjoint entities.
+    """
+
+    def __init__(
+        self,
+        *,
+        num_entities: int = 2000,
+        hops: int | tuple[int, ...] = (1, 2, 3),
+        split: Literal["train", "test"] = "train",
+        num_questions: int = 1000,
+        seed: int = 0,
+        cache_dir: str | Path | None | Literal[False] = None,
+        **env_options: Any,
+    ):
+        from searchgym.data.synthetic import make_synthetic
+
+        if isinstance(hops, list):
+            hops = tuple(hops)
+        self.world_seed = seed
+        corpus, records = make_synthetic(num_entities=num_entities, seed=seed, hops=hops, split=split, num_questions=num_questions)
+        super().__init__(records, corpus, cache_dir=cache_dir, **env_options)
+
+
+class CustomSearchQAEnv(SearchQAEnv):
+    """`SearchQAEnv` over your own questions and corpus.
+
+    `data_path` is a question file in any format `searchgym.data.load_records` reads (FlashRAG jsonl with
+    `id`, `question`, `golden_answers` is the simplest). `corpus_path` is a corpus file (jsonl with
+    `id`+`contents` or `id`+`title`+`text`, or DPR tsv); it may be omitted when the question file carries
+    its own paragraphs, or when `retriever` is an object.
+    """
+
+    def __init__(
+        self,
+        *,
+        data_path: str | Path | None = None,
+        corpus_path: str | Path | None = None,
+        split: str | None = None,
+        limit: int | None = None,
+        cache_dir: str | Path | None | Literal[False] = None,
+        **env_options: Any,
+    ):
+        if data_path is None:
+            raise DataNotFoundError(
+                "SearchQA-Custom-v0 needs data_path= a question file (FlashRAG jsonl: one JSON object per line with "
+                "'id', 'question', 'golden_answers'; or any format searchgym.data.load_records reads) and corpus_path= "
+                "a corpus file (jsonl with 'id' and 'contents' or 'title'+'text', or DPR tsv)"
+            )
+        self.split = split
+        loaded = load_dataset_file(data_path, source="custom")
+        self.data_path, self.data_sha256 = loaded.path, loaded.sha256
+        corpus = _load_corpus_arg(corpus_path) or loaded.corpus
+        if corpus is None and isinstance(env_options.get("retriever", "bm25"), str):
+            raise DataNotFoundError("no corpus: pass corpus_path= a corpus file, or retriever= a retriever object", path=data_path)
+        super().__init__(_limit(list(loaded.records), limit), corpus, cache_dir=cache_dir, **env_options)
+
+
+def _hub_cache(cache_dir: str | Path | None | Literal[False]) -> Path:
+    from searchgym.retrieval.bm25 import default_cache_dir
+
+    if cache_dir is None or cache_dir is False:
+        return default_cache_dir() / "datasets"
+    return Path(cache_dir) / "datasets"
+
+
+def _how_to_provide(dataset: str, split: str) -> str:
+    return (
+        f"no data for {dataset} ({split} split). Provide it in one of these ways: "
+        f"(1) gym.make(..., data_path='path/to/{dataset}.jsonl') with a local file in any supported format; "
+        f"(2) put the FlashRAG file at {cache_path(dataset, split, _hub_cache(None))}; "
+        "(3) while online, pip install 'searchgym[hub]' and keep download=True to fetch it from the Hugging Face hub"
+    )

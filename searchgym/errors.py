@@ -1,0 +1,56 @@
+"""The typed errors searchgym raises.
+
+Every error says what went wrong and what to do about it. Callers catch these classes; they never
+inspect message text.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class SearchGymError(Exception):
+    """Base class of every error raised by searchgym."""
+
+
+class ConfigError(SearchGymError, ValueError):
+    """An argument or configuration value is invalid; the message names it and the accepted values."""
+
+
+class DataError(SearchGymError):
+    """A data or corpus file cannot be read. Names the file and, where known, the record."""
+
+    def __init__(self, message: str, *, path: str | Path | None = None, record: int | str | None = None):
+        self.path = None if path is None else str(path)
+        self.record = record
+        where = ""
+        if self.path is not None:
+            where = f"{self.path}"
+            if record is not None:
+                where += f", record {record}"
+            where += ": "
+        super().__init__(where + message)
+
+
+class DataNotFoundError(DataError):
+    """The data an environment needs is not on disk and could not be fetched."""
+
+
+class RetrievalError(SearchGymError):
+    """A retriever failed to answer."""
+
+
+class RetrievalTimeout(RetrievalError):
+    """A retrieval backend did not answer within its timeout."""
+
+
+class IndexMismatchError(RetrievalError):
+    """A persisted index was built for a different corpus or configuration than the one given."""
+
+
+class BackendError(SearchGymError):
+    """A model backend (LLM judge, ranker, policy server) failed after its bounded retries."""
+
+
+class EpisodeStateError(SearchGymError, RuntimeError):
+    """`step` was called when no episode is running (call `reset` first)."""

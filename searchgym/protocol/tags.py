@@ -1,0 +1,108 @@
+"""Search-R1's tag grammar: `<think>`, `<search>`, `<information>`, `<answer>`."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from searchgym.protocol.base import Action
+
+if TYPE_CHECKING:
+    from searchgym.corpus import Document
+
+SEARCH_R1_TEMPLATE = (
+    "Answer the given question. You must conduct reasoning inside <think> and </think> first every time you "
+    "get new information. After reasoning, if you find you lack some knowledge, you can call a search engine "
+    "by <search> query </search> and it will return the top searched results between <information> and "
+    "</information>. You can search as many times as your want. If you find no further external knowledge "
+    "needed, you can directly provide the answer inside <answer> and </answer>, without detailed "
+    "illustrations. For example, <answer> Beijing </answer>. Question: {question}\n"
+)
+"""Search-R1's instruction prompt, kept word for word (typo included) so that checkpoints trained on it
+see the prompt they expect."""
+
+_THINK = re.compile(r"<think>(.*?)(?:</think>|$)", re.DOTALL)
+_ANY_TAG = re.compile(r"</?(?:think|search|answer|information)>")
+
+
+def first_complete_tag(text: str, names: Sequence[str]) -> tuple[str, int, int, int] | None:
+    """The earliest-opening complete `<name>...</name>` pair among `names`.
+
+    Returns (name, start of the opening tag, start of the content, end of the content) or None. Runs in
+    linear time: only the first opening tag of each name can start the earliest complete pair, since any
+    later opening of the same name has no closing tag after it if the first has none.
+    """
+    best = None
+    for name in names:
+        open_tag, close_tag = f"<{name}>", f"</{name}>"
+        start = text.find(open_tag)
+        if start < 0:
+            continue
+        end = text.find(close_tag, start + len(open_tag))
+        if end < 0:
+            continue
+        if best is None or start < best[1]:
+            best = (name, start, start + len(open_tag), end)
+    return best
+
+
+def extract_thinking(prefix: str) -> str:
+    """The reasoning in `prefix`: the joined `<think>` blocks, or the bare text when there are none."""
+    blocks = [m.group(1).strip() for m in _THINK.finditer(prefix)]
+    if blocks:
+        return "\n".join(b for b in blocks if b)
+    return _ANY_TAG.sub(" ", prefix).strip()
+
+
+class TagProtocol:
+    """Search-R1 tags. The first complete `<search>` or `<answer>` pair is the action; text after it is
+    ignored, as Search-R1 stops generation at the closing tag."""
+
+    name = "tags"
+
+    def __init__(self, *, template: str | None = None, max_query_chars: int = 1000):
+        self.template = SEARCH_R1_TEMPLATE if template is None else template
+        self.max_query_chars = max_query_chars
+
+    def render_prompt(self, question: str) -> str:
+        return self.template.format(question=question)
+
+    def parse(self, text: str) -> Action:
+        found = first_complete_tag(text, ("search", "answer"))
+        if found is None:
+            return Action("invalid", thinking=extract_thinking(text), invalid_reason="no_action")
+        name, tag_start, content_start, content_end = found
+        thinking = extract_thinking(text[:tag_start])
+        content = text[content_start:content_end]
+        # A nested opening tag (`<search><search>q</search>`) means the inner one is what was meant.
+        inner = content.rfind(f"<{name}>")
+        if inner >= 0:
+            content = content[inner + len(name) + 2 :]
+        content = _ANY_TAG.sub(" ", content).strip()
+        if name == "search":
+            if not content:
+                return Action("invalid", thinking=thinking, invalid_reason="empty_query")
+            if len(content) > self.max_query_chars:
+                return Action("invalid", thinking=thinking, invalid_reason="query_too_long")
+            return Action("search", thinking=thinking, query=content)
+        if not content:
+            return Action("invalid", thinking=thinking, invalid_reason="empty_answer")
+        return Action("answer", thinking=thinking, answer=content)
+
+    def render_documents(self, documents: Sequence[Document]) -> str:
+        lines = [f"Doc {i}(Title: {doc.title}) {doc.text}" for i, doc in enumerate(documents, 1)]
+        return "\n\n<information>" + "\n".join(lines) + "</information>\n\n"
+
+    def render_invalid(self, action: Action) -> str:
+        why = {
+            "no_action": "no complete <search>...</search> or <answer>...</answer> was found",
+            "empty_query": "the search query was empty",
+            "empty_answer": "the answer was empty",
+            "query_too_long": f"the search query was longer than {self.max_query_chars} characters",
+        }.get(action.invalid_reason or "", action.invalid_reason or "the action could not be read")
+        return (
+            f"\nMy previous action is invalid: {why}. If I want to search, I should put the query between "
+            "<search> and </search>. If I want to give the final answer, I should put the answer between "
+            "<answer> and </answer>. Let me try again.\n"
+        )

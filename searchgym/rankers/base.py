@@ -1,0 +1,50 @@
+"""The `Ranker` protocol and the identity ranker (retriever order)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from searchgym.errors import ConfigError
+from searchgym.retrieval.base import Hit
+
+
+@dataclass(frozen=True)
+class RankResult:
+    """What a ranker chose: positions into the candidate list, best first, and a record of the call."""
+
+    order: tuple[int, ...]
+    """Indices into the candidates, at most `k`, unique."""
+    call: dict[str, Any] | None = field(default=None)
+    """For rankers that call a model: inputs, raw output, parsed order and validity (goes to step info)."""
+
+
+@runtime_checkable
+class Ranker(Protocol):
+    def rank(self, question: str, query: str, candidates: Sequence[Hit], k: int) -> RankResult:
+        """Choose up to `k` of `candidates` to show; never raises on bad model output."""
+        ...
+
+    def describe(self) -> dict[str, Any]:
+        ...
+
+
+class IdentityRanker:
+    """Shows the retriever's top `k` in retriever order."""
+
+    def rank(self, question: str, query: str, candidates: Sequence[Hit], k: int) -> RankResult:
+        return RankResult(order=tuple(range(min(k, len(candidates)))))
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "identity"}
+
+
+def resolve_ranker(ranker: str | Ranker | None) -> Ranker:
+    if ranker is None or ranker == "identity":
+        return IdentityRanker()
+    if isinstance(ranker, str):
+        raise ConfigError(f"unknown ranker {ranker!r}; use 'identity' or pass a Ranker object")
+    if not isinstance(ranker, Ranker):
+        raise ConfigError(f"ranker must have rank(question, query, candidates, k) and describe(); got {type(ranker).__name__}")
+    return ranker

@@ -1,0 +1,30 @@
+"""Reward and metric functions: pure functions of strings, returning numbers.
+
+`normalize_answer` is SQuAD's (and HotpotQA's) normalization: lowercase, drop punctuation, drop the
+articles a/an/the, collapse whitespace. Exact match, token F1 and cover-EM compare a prediction with
+every gold answer and keep the best score, as Search-R1, FlashRAG and HotpotQA's evaluator do.
+"""
+
+from searchgym.rewards.answer import (
+    ANSWER_REWARDS,
+    AnswerReward,
+    cover_exact_match,
+    exact_match,
+    f1_score,
+    normalize_answer,
+    resolve_answer_reward,
+    token_f1,
+)
+from searchgym.rewards.format import format_valid
+
+__all__ = [
+    "ANSWER_REWARDS",
+    "AnswerReward",
+    "cover_exact_match",
+    "exact_match",
+    "f1_score",
+    "format_valid",
+    "normalize_answer",
+    "resolve_answer_reward",
+    "token_f1",
+]

@@ -1,0 +1,82 @@
+"""Answer metrics with SQuAD-style normalization."""
+
+from __future__ import annotations
+
+import re
+import string
+from collections import Counter
+from collections.abc import Callable, Sequence
+
+from searchgym.errors import ConfigError
+
+AnswerReward = Callable[[str, Sequence[str]], float]
+"""A reward for a final answer: (prediction, gold answers) -> score in [0, 1]."""
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_PUNCT = frozenset(string.punctuation)
+
+
+def normalize_answer(text: str) -> str:
+    """Lowercase, remove punctuation, remove articles, collapse whitespace (SQuAD / HotpotQA)."""
+    text = text.lower()
+    text = "".join(ch for ch in text if ch not in _PUNCT)
+    text = _ARTICLES.sub(" ", text)
+    return " ".join(text.split())
+
+
+def exact_match(prediction: str, golds: Sequence[str]) -> float:
+    """1.0 if the normalized prediction equals any normalized gold answer, else 0.0."""
+    pred = normalize_answer(prediction)
+    return float(any(pred == normalize_answer(g) for g in golds))
+
+
+def cover_exact_match(prediction: str, golds: Sequence[str]) -> float:
+    """1.0 if any normalized gold answer occurs as a whole-token span in the normalized prediction."""
+    pred = f" {normalize_answer(prediction)} "
+    for g in golds:
+        gold = normalize_answer(g)
+        if gold and f" {gold} " in pred:
+            return 1.0
+    return 0.0
+
+
+def token_f1(prediction: str, gold: str) -> tuple[float, float, float]:
+    """(F1, precision, recall) over normalized tokens of one prediction and one gold answer.
+
+    Follows HotpotQA's official evaluator: when either side normalizes to yes/no/noanswer, the two must
+    be equal to score anything.
+    """
+    pred, ref = normalize_answer(prediction), normalize_answer(gold)
+    special = ("yes", "no", "noanswer")
+    if (pred in special or ref in special) and pred != ref:
+        return 0.0, 0.0, 0.0
+    pred_toks, ref_toks = pred.split(), ref.split()
+    common = Counter(pred_toks) & Counter(ref_toks)
+    same = sum(common.values())
+    if same == 0:
+        return 0.0, 0.0, 0.0
+    precision = same / len(pred_toks)
+    recall = same / len(ref_toks)
+    return 2 * precision * recall / (precision + recall), precision, recall
+
+
+def f1_score(prediction: str, golds: Sequence[str]) -> float:
+    """The best token F1 of the prediction against any gold answer."""
+    return max((token_f1(prediction, g)[0] for g in golds), default=0.0)
+
+
+ANSWER_REWARDS: dict[str, AnswerReward] = {
+    "em": exact_match,
+    "f1": f1_score,
+    "cover_em": cover_exact_match,
+}
+
+
+def resolve_answer_reward(reward: str | AnswerReward) -> AnswerReward:
+    """A reward function from its name (`em`, `f1`, `cover_em`) or a callable passed through."""
+    if callable(reward):
+        return reward
+    try:
+        return ANSWER_REWARDS[reward]
+    except KeyError:
+        raise ConfigError(f"unknown answer reward {reward!r}; choose one of {sorted(ANSWER_REWARDS)} or pass a function (prediction, golds) -> float") from None

@@ -1,0 +1,78 @@
+import gzip
+import json
+
+import pytest
+
+from searchgym.corpus import Corpus, Document, iter_corpus_file, load_corpus, parse_contents
+from searchgym.errors import ConfigError, DataError, DataNotFoundError
+from tests.helpers import shared_file
+
+
+def test_parse_contents():
+    assert parse_contents('"Evan Morris"\nEvan Morris was a lobbyist.') == ("Evan Morris", "Evan Morris was a lobbyist.")
+    assert parse_contents("no title line") == ("", "no title line")
+    assert Document("1", "T", "x").contents == '"T"\nx'
+
+
+def test_wiki18_sample_loads():
+    corpus = load_corpus(shared_file("wiki_corpus/wiki18_sample_1000.jsonl"))
+    assert len(corpus) == 1000
+    first = corpus[0]
+    assert (first.id, first.title) == ("0", "Evan Morris")
+    assert first.text.startswith("Evan Morris Evan L. Morris (January 26, 1977")
+    assert all(d.title and d.text for d in corpus)
+
+
+def test_formats_agree(tmp_path):
+    docs = [Document("a", "Alpha", "first passage"), Document("b", "Beta", "second\tpassage with a tab")]
+    contents = tmp_path / "c.jsonl"
+    contents.write_text("".join(json.dumps({"id": d.id, "contents": d.contents}) + "\n" for d in docs))
+    titled = tmp_path / "t.jsonl.gz"
+    with gzip.open(titled, "wt") as f:
+        f.writelines(json.dumps({"id": d.id, "title": d.title, "text": d.text}) + "\n" for d in docs)
+    tsv = tmp_path / "psgs.tsv"
+    tsv.write_text('id\ttext\ttitle\na\tfirst passage\tAlpha\nb\t"second\tpassage with a tab"\tBeta\n')
+    for path in (contents, titled, tsv):
+        assert list(iter_corpus_file(path)) == docs, path
+    assert load_corpus(contents).content_hash == load_corpus(tsv).content_hash
+
+
+def test_content_hash_changes_with_text():
+    a = Corpus([Document("1", "T", "x")])
+    b = Corpus([Document("1", "T", "y")])
+    assert a.content_hash != b.content_hash
+
+
+def test_duplicate_ids_rejected():
+    with pytest.raises(ConfigError, match="duplicate document id"):
+        Corpus([Document("1", "", "x"), Document("1", "", "y")])
+
+
+@pytest.mark.parametrize(
+    "name, body, needle",
+    [
+        ("trunc.jsonl", '{"id": "1", "contents": "\\"T\\"\\nx"}\n{"id": "2", "conte', "line 2"),
+        ("notobj.jsonl", '["a"]\n', "line 1"),
+        ("noid.jsonl", '{"contents": "x"}\n', "line 1"),
+        ("notext.jsonl", '{"id": 1, "body": "x"}\n', "line 1"),
+        ("types.jsonl", '{"id": 1, "contents": 5}\n', "line 1"),
+        ("short.tsv", "id\ttext\ttitle\n1\tonly text\n", "line 2"),
+        ("nohdr.tsv", "1\ttext\ttitle\n", "line 1"),
+        ("corpus.xml", "<doc/>", "unknown corpus format"),
+    ],
+)
+def test_broken_files_name_file_and_record(tmp_path, name, body, needle):
+    path = tmp_path / name
+    path.write_text(body)
+    with pytest.raises(DataError) as e:
+        list(iter_corpus_file(path))
+    assert name in str(e.value) and needle in str(e.value)
+
+
+def test_bad_encoding_and_missing(tmp_path):
+    path = tmp_path / "latin.jsonl"
+    path.write_bytes('{"id": "1", "contents": "caf\xe9"}\n'.encode("latin-1"))
+    with pytest.raises(DataError, match="UTF-8"):
+        load_corpus(path)
+    with pytest.raises(DataNotFoundError):
+        load_corpus(tmp_path / "absent.jsonl")

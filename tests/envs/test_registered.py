@@ -1,0 +1,159 @@
+"""Every registered id builds from local files and passes Gymnasium's checker; real samples load."""
+
+import json
+
+import gymnasium as gym
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+import searchgym
+from searchgym.errors import DataNotFoundError
+from tests.conftest import TEN_DOCS
+from tests.helpers import shared_file
+
+HOTPOT = [
+    {
+        "_id": "h1",
+        "question": "Which river flows through the capital of Italy?",
+        "answer": "Tiber",
+        "type": "bridge",
+        "level": "easy",
+        "supporting_facts": [["Rome", 0], ["Tiber", 0]],
+        "context": [["Rome", ["Rome is the capital city of Italy."]], ["Tiber", ["The Tiber flows through Rome."]], ["Seine", ["The Seine flows through Paris."]]],
+    },
+    {
+        "_id": "h2",
+        "question": "Is the Seine in France?",
+        "answer": "yes",
+        "type": "comparison",
+        "level": "easy",
+        "supporting_facts": [["Seine", 0]],
+        "context": [["Seine", ["The Seine flows through Paris."]], ["Paris", ["Paris is the capital of France."]]],
+    },
+]
+MUSIQUE = [
+    {
+        "id": "m1",
+        "question": "Which river flows through the capital of Italy?",
+        "answer": "Tiber",
+        "answer_aliases": ["Tevere"],
+        "answerable": True,
+        "paragraphs": [
+            {"idx": 0, "title": "Rome", "paragraph_text": "Rome is the capital city of Italy.", "is_supporting": True},
+            {"idx": 1, "title": "Tiber", "paragraph_text": "The Tiber flows through Rome.", "is_supporting": True},
+            {"idx": 2, "title": "Seine", "paragraph_text": "The Seine flows through Paris.", "is_supporting": False},
+        ],
+        "question_decomposition": [
+            {"id": 1, "question": "capital of Italy", "answer": "Rome", "paragraph_support_idx": 0},
+            {"id": 2, "question": "river through #1", "answer": "Tiber", "paragraph_support_idx": 1},
+        ],
+    }
+]
+TWOWIKI = [dict(HOTPOT[0], type="compositional", evidences=[["Italy", "capital", "Rome"], ["Tiber", "located in", "Rome"]])]
+FLASHRAG = [
+    {"id": "f1", "question": "Who discovered radioactivity?", "golden_answers": ["Henri Becquerel", "Becquerel"]},
+    {"id": "f2", "question": "Which river flows through Berlin?", "golden_answers": ["Spree"]},
+]
+
+
+@pytest.fixture
+def local_files(tmp_path):
+    def write(name, records, lines=False):
+        path = tmp_path / name
+        text = "".join(json.dumps(r) + "\n" for r in records) if lines else json.dumps(records)
+        path.write_text(text)
+        return str(path)
+
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps({"id": d.id, "contents": d.contents}) + "\n" for d in TEN_DOCS))
+    return {
+        "hotpot": write("hotpot_dev.json", HOTPOT),
+        "musique": write("musique_dev.json", MUSIQUE),
+        "2wiki": write("2wiki_dev.json", TWOWIKI),
+        "flashrag": write("questions.jsonl", FLASHRAG, lines=True),
+        "corpus": str(corpus),
+    }
+
+
+def make_kwargs(env_id, files):
+    """Keyword arguments that build `env_id` from the local fixture files."""
+    needs_corpus = {"data_path": files["flashrag"], "corpus_path": files["corpus"]}
+    return {
+        "SearchQA-HotpotQA-v0": {"data_path": files["hotpot"]},
+        "SearchQA-Musique-v0": {"data_path": files["musique"]},
+        "SearchQA-2Wiki-v0": {"data_path": files["2wiki"]},
+        "SearchQA-NQ-v0": needs_corpus,
+        "SearchQA-TriviaQA-v0": needs_corpus,
+        "SearchQA-PopQA-v0": needs_corpus,
+        "SearchQA-Bamboogle-v0": needs_corpus,
+        "SearchQA-Synthetic-v0": {"num_entities": 300, "num_questions": 50},
+        "SearchQA-Custom-v0": needs_corpus,
+    }[env_id]
+
+
+def test_ids_are_registered():
+    assert len(searchgym.ENV_IDS) == 9
+    for env_id in searchgym.ENV_IDS:
+        assert env_id in gym.registry
+
+
+@pytest.mark.parametrize("env_id", searchgym.ENV_IDS)
+def test_check_env_every_id(env_id, local_files, tmp_path):
+    env = gym.make(env_id, cache_dir=tmp_path / "cache", **make_kwargs(env_id, local_files))
+    check_env(env.unwrapped, skip_render_check=True)
+    obs, info = env.reset(seed=1)
+    assert info["question_id"] and "Question:" in obs
+    _, _, term, trunc, info = env.step("<search>river capital</search>")
+    assert info["action"] == "search" and not term and not trunc
+
+
+def test_misspelled_keyword_is_an_error(local_files):
+    with pytest.raises(TypeError, match="top_kk"):
+        gym.make("SearchQA-Synthetic-v0", num_entities=300, top_kk=3)
+    with pytest.raises(TypeError, match="corpus_pth"):
+        gym.make("SearchQA-NQ-v0", data_path=local_files["flashrag"], corpus_pth=local_files["corpus"])
+
+
+def test_missing_data_fails_at_once_with_the_ways_to_provide_it(local_files):
+    with pytest.raises(DataNotFoundError) as e:
+        gym.make("SearchQA-NQ-v0", download=False)
+    assert "data_path=" in str(e.value) and "searchgym[hub]" in str(e.value)
+    with pytest.raises(DataNotFoundError, match="corpus_path="):
+        gym.make("SearchQA-NQ-v0", data_path=local_files["flashrag"])
+    with pytest.raises(DataNotFoundError, match="data_path="):
+        gym.make("SearchQA-Custom-v0")
+
+
+def test_hotpotqa_distractor_corpus_from_contexts(local_files, tmp_path):
+    env = gym.make("SearchQA-HotpotQA-v0", data_path=local_files["hotpot"], cache_dir=False).unwrapped
+    assert sorted(d.title for d in env.corpus) == ["Paris", "Rome", "Seine", "Tiber"]
+    env.reset(options={"question_id": "h1"})
+    assert env.record.gold_docs == ("Rome", "Tiber")
+    _, r, term, _, _ = env.step("<answer>the Tiber</answer>")
+    assert r == 1.0 and term
+
+
+@pytest.mark.parametrize(
+    "env_id, data, corpus",
+    [
+        ("SearchQA-HotpotQA-v0", "hotpotqa/hotpot_train_sample_hf.jsonl", None),
+        ("SearchQA-HotpotQA-v0", "hotpotqa/hotpot_train_sample_official.json", None),
+        ("SearchQA-Musique-v0", "musique/musique_train_sample_official.json", None),
+        ("SearchQA-NQ-v0", "nq/nq_test_sample_flashrag.jsonl", "wiki_corpus/wiki18_sample_1000.jsonl"),
+        ("SearchQA-NQ-v0", "nq/nq_test_searchr1.parquet", "wiki_corpus/wiki18_sample_1000.jsonl"),
+        ("SearchQA-TriviaQA-v0", "triviaqa/triviaqa_test_sample_flashrag.jsonl", "wiki_corpus/wiki18_sample_1000.jsonl"),
+        ("SearchQA-PopQA-v0", "popqa/popqa_test_sample_flashrag.jsonl", "wiki_corpus/wiki18_sample_1000.jsonl"),
+    ],
+)
+def test_real_samples_make_working_envs(env_id, data, corpus, tmp_path):
+    kwargs = {"data_path": str(shared_file(data)), "cache_dir": tmp_path}
+    if corpus:
+        kwargs["corpus_path"] = str(shared_file(corpus))
+    env = gym.make(env_id, **kwargs)
+    obs, info = env.reset(seed=0)
+    question = env.unwrapped.record.question
+    assert question in obs
+    obs, _, _, _, info = env.step(f"<search>{question}</search>")
+    assert info["action"] == "search" and len(info["shown"]) == 3 and obs.count("Doc ") == 3
+    _, _, term, _, info = env.step(f"<answer>{env.unwrapped.record.answers[0]}</answer>")
+    assert term and info["reward"]["em"] == 1.0

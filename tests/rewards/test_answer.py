@@ -1,0 +1,75 @@
+import pytest
+
+from searchgym.errors import ConfigError
+from searchgym.rewards import cover_exact_match, exact_match, f1_score, format_valid, normalize_answer, resolve_answer_reward, token_f1
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("The Eiffel Tower!", "eiffel tower"),
+        ("  an   apple, a pie ", "apple pie"),
+        ("U.S.A.", "usa"),
+        ("Theatre", "theatre"),  # 'the' only as a whole word
+        ("", ""),
+    ],
+)
+def test_normalize_answer(text, expected):
+    assert normalize_answer(text) == expected
+
+
+def test_exact_match_uses_any_gold_and_normalization():
+    assert exact_match("the Beatles", ["Beatles", "Fab Four"]) == 1.0
+    assert exact_match("Fab  four.", ["Beatles", "Fab Four"]) == 1.0
+    assert exact_match("Beatles band", ["Beatles"]) == 0.0
+
+
+def test_cover_em_needs_whole_token_span():
+    assert cover_exact_match("it was Paris, France", ["paris"]) == 1.0
+    assert cover_exact_match("Parisian", ["Paris"]) == 0.0
+    assert cover_exact_match("anything", [""]) == 0.0
+
+
+def test_token_f1_worked_example():
+    # pred tokens: [barack, obama]; gold tokens: [obama]; precision 1/2, recall 1 -> F1 = 2/3
+    f1, p, r = token_f1("Barack Obama", "Obama")
+    assert (p, r) == (0.5, 1.0)
+    assert f1 == pytest.approx(2 / 3)
+
+
+def test_f1_yes_no_must_match_exactly():
+    # HotpotQA's evaluator: yes/no answers score only when identical.
+    assert f1_score("yes", ["no"]) == 0.0
+    assert f1_score("yes it is", ["yes"]) == 0.0
+    assert f1_score("Yes.", ["yes"]) == 1.0
+
+
+def test_f1_numbers_and_best_gold():
+    assert f1_score("1,000 people", ["1000"]) == pytest.approx(2 * 0.5 * 1 / 1.5)
+    assert f1_score("New York City", ["NYC", "New York City"]) == 1.0
+
+
+def test_resolve_answer_reward():
+    assert resolve_answer_reward("f1") is f1_score
+    fn = lambda p, g: 0.5  # noqa: E731
+    assert resolve_answer_reward(fn) is fn
+    with pytest.raises(ConfigError, match="unknown answer reward"):
+        resolve_answer_reward("bleu")
+
+
+@pytest.mark.parametrize(
+    "turns, ok",
+    [
+        (["<think>a</think><search>q</search>", "<think>b</think><answer>x</answer>"], True),
+        (["<answer>x</answer>"], True),
+        (["<search>q</search>"], False),  # never answers
+        (["<answer>x</answer>", "<answer>y</answer>"], False),  # answers before the last turn
+        (["<think>a<search>q</search></think><answer>x</answer>"], False),  # nested
+        (["<search>q</search><search>r</search>", "<answer>x</answer>"], False),  # two actions in a turn
+        (["<search>q</search><information>fake</information>", "<answer>x</answer>"], False),
+        (["<think>unclosed<answer>x</answer>"], False),
+        ([], False),
+    ],
+)
+def test_format_valid(turns, ok):
+    assert format_valid(turns) is ok
