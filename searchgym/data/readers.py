@@ -1,0 +1,246 @@
+"""Read a dataset file's container into raw records: jsonl, a JSON list or parquet, each optionally `.gz`.
+
+The container is chosen by the extension (`.json`, `.jsonl`/`.ndjson`, `.parquet`, under an optional
+`.gz`), else by the file's first bytes. Each raw record keeps its position for error messages: `line N`
+(1-based) for jsonl, the 0-based list index for JSON lists, `row N` (0-based) for parquet. Invalid
+UTF-8, malformed JSON and truncated or corrupt (compressed) data raise a `DataError` naming the file and,
+where it can be told, the record. Records are yielded one at a time, so a caller that stops early
+(`limit`) leaves the rest of a jsonl or parquet file unread.
+"""
+
+from __future__ import annotations
+
+import codecs
+import gzip
+import io
+import json
+import re
+import zlib
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, BinaryIO, NamedTuple
+
+from searchgym.errors import DataError
+
+_WS = re.compile(r"[ \t\n\r]*")
+_SURROGATE = re.compile("[\udc80-\udcff]")
+
+
+class _Raw(NamedTuple):
+    where: str
+    """The record's position, as error messages show it."""
+    number: int
+    """Line number (jsonl), list index (JSON) or row (parquet)."""
+    value: Any
+
+
+def _label(raw: _Raw) -> str:
+    value = raw.value
+    if isinstance(value, Mapping):
+        rid = value.get("_id", value.get("id"))
+        if isinstance(rid, (str, int)) and not isinstance(rid, bool):
+            return f"{raw.where} (id {rid!r})"
+    return raw.where
+
+
+def _iter_raw(file: Path) -> Iterator[_Raw]:
+    kind = _container_kind(file)
+    if kind == "parquet":
+        return _iter_parquet(file)
+    if _first_significant_byte(file) == b"[":
+        return _iter_json_array(file)
+    return _iter_json_lines(file)
+
+
+def _is_gzip(file: Path) -> bool:
+    return file.name.lower().endswith(".gz")
+
+
+def _inner_suffix(file: Path) -> str:
+    name = file.name.lower()
+    name = name.removesuffix(".gz")
+    return Path(name).suffix
+
+
+def _container_kind(file: Path) -> str:
+    suffix = _inner_suffix(file)
+    if suffix == ".parquet":
+        return "parquet"
+    if suffix in (".json", ".jsonl", ".ndjson"):
+        return "json"
+    head = _read_head(file, 4)
+    if head == b"PAR1":
+        return "parquet"
+    if _first_significant_byte(file) in (b"[", b"{"):
+        return "json"
+    raise DataError(
+        f"unsupported file type {suffix or '(no extension)'!r}: expected .json, .jsonl or .parquet, optionally .gz",
+        path=file,
+    )
+
+
+def _open_binary(file: Path) -> BinaryIO:
+    if _is_gzip(file):
+        return gzip.open(file, "rb")  # type: ignore[return-value]
+    return open(file, "rb")
+
+
+def _read_head(file: Path, n: int) -> bytes:
+    try:
+        with _open_binary(file) as fh:
+            return fh.read(n)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise DataError(f"cannot read the file: {exc}", path=file) from exc
+
+
+def _first_significant_byte(file: Path) -> bytes:
+    """The first byte that is not whitespace or a UTF-8 byte-order mark, or b"" for an empty file."""
+    head = _read_head(file, 1 << 16)
+    head = head.removeprefix(codecs.BOM_UTF8).lstrip(b" \t\r\n")
+    return head[:1]
+
+
+def _iter_json_lines(file: Path) -> Iterator[_Raw]:
+    try:
+        with _open_binary(file) as fh:
+            for lineno, line in enumerate(fh, 1):
+                raw = _decode_json_line(file, lineno, line)
+                if raw is not None:
+                    yield raw
+    except (OSError, EOFError, zlib.error) as exc:
+        raise DataError(f"cannot read the file (truncated or corrupt compressed data?): {exc}", path=file) from exc
+
+
+def _decode_json_line(file: Path, lineno: int, line: bytes) -> _Raw | None:
+    where = f"at line {lineno}"
+    if lineno == 1:
+        line = line.removeprefix(codecs.BOM_UTF8)
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DataError(
+            _not_utf8_message(line[exc.start : exc.start + 1], f"column {exc.start + 1}"), path=file, record=where
+        ) from None
+    if not text.strip():
+        return None
+    try:
+        return _Raw(where, lineno, json.loads(text))
+    except json.JSONDecodeError as exc:
+        hint = (
+            " (the line is cut short: is the file truncated?)"
+            if not line.endswith(b"\n") or exc.pos >= len(text.rstrip())
+            else ""
+        )
+        raise DataError(
+            f"invalid JSON at column {exc.colno}: {exc.msg}{hint}; each line must hold one JSON object",
+            path=file,
+            record=where,
+        ) from None
+
+
+def _not_utf8_message(bad: bytes, position: str) -> str:
+    return (
+        f"not valid UTF-8 (byte {bad!r} at {position}); dataset files must be UTF-8: "
+        "re-encode the file, e.g. `iconv -f latin1 -t utf-8`"
+    )
+
+
+def _read_all_bytes(file: Path) -> bytes:
+    try:
+        with _open_binary(file) as fh:
+            return fh.read()
+    except (OSError, EOFError, zlib.error) as exc:
+        raise DataError(f"cannot read the file (truncated or corrupt compressed data?): {exc}", path=file) from exc
+
+
+def _read_all_text(file: Path) -> str:
+    data = _read_all_bytes(file)
+    # surrogateescape keeps undecodable bytes as lone surrogates so that the record holding them can be
+    # named once the list has been split into records.
+    return data.removeprefix(codecs.BOM_UTF8).decode("utf-8", errors="surrogateescape")
+
+
+def _iter_json_array(file: Path) -> Iterator[_Raw]:
+    text = _read_all_text(file)
+    bad = _SURROGATE.search(text)
+    bad_pos = bad.start() if bad else None
+    for index, value, start, end in _scan_json_array(text, file):
+        if bad_pos is not None and start <= bad_pos < end:
+            line = text.count("\n", 0, bad_pos) + 1
+            raw_byte = text[bad_pos].encode("utf-8", "surrogateescape")
+            raise DataError(_not_utf8_message(raw_byte, f"line {line}"), path=file, record=index)
+        yield _Raw(str(index), index, value)
+
+
+def _scan_json_array(text: str, file: Path) -> Iterator[tuple[int, Any, int, int]]:
+    """Yield (index, value, start, end) for each element of the top-level JSON list in `text`.
+
+    Decoding element by element (rather than `json.loads` of the whole text) lets errors name the record
+    and lets `limit` stop early.
+    """
+    decoder = json.JSONDecoder()
+    pos = _WS.match(text, 0).end()  # type: ignore[union-attr]
+    if text[pos : pos + 1] != "[":
+        raise DataError("expected a JSON list of records", path=file)
+    pos = _WS.match(text, pos + 1).end()  # type: ignore[union-attr]
+    if text[pos : pos + 1] == "]":
+        _check_array_end(text, pos, file)
+        return
+    index = 0
+    while True:
+        value, end = _decode_element(decoder, text, pos, index, file)
+        yield index, value, pos, end
+        pos = _WS.match(text, end).end()  # type: ignore[union-attr]
+        sep = text[pos : pos + 1]
+        if sep == "]":
+            _check_array_end(text, pos, file)
+            return
+        if sep != ",":
+            found = "the end of the file (is the file truncated?)" if not sep else repr(sep)
+            raise DataError(f"expected ',' or ']' after this record, found {found}", path=file, record=index)
+        pos = _WS.match(text, pos + 1).end()  # type: ignore[union-attr]
+        index += 1
+
+
+def _decode_element(decoder: json.JSONDecoder, text: str, pos: int, index: int, file: Path) -> tuple[Any, int]:
+    try:
+        return decoder.raw_decode(text, pos)
+    except json.JSONDecodeError as exc:
+        hint = " (the file ends inside this record: is it truncated?)" if exc.pos >= len(text.rstrip()) else ""
+        raise DataError(
+            f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}{hint}", path=file, record=index
+        ) from None
+
+
+def _check_array_end(text: str, pos: int, file: Path) -> None:
+    rest = _WS.match(text, pos + 1).end()  # type: ignore[union-attr]
+    if rest != len(text):
+        line = text.count("\n", 0, rest) + 1
+        raise DataError(f"unexpected data after the closing ']' of the record list, at line {line}", path=file)
+
+
+def _iter_parquet(file: Path) -> Iterator[_Raw]:
+    pq = _import_parquet(file)
+    source: Any = io.BytesIO(_read_all_bytes(file)) if _is_gzip(file) else file
+    try:
+        reader = pq.ParquetFile(source)
+    except Exception as exc:  # pyarrow raises ArrowInvalid/OSError subclasses; none should escape raw
+        raise DataError(f"not a readable parquet file: {exc}", path=file) from exc
+    row = 0
+    try:
+        for batch in reader.iter_batches(batch_size=1024):
+            for value in batch.to_pylist():
+                yield _Raw(f"at row {row}", row, value)
+                row += 1
+    except (OSError, ValueError, TypeError, NotImplementedError) as exc:  # pyarrow's errors derive from these
+        raise DataError(
+            f"cannot read the parquet data near row {row}: {exc}", path=file, record=f"at row {row}"
+        ) from exc
+
+
+def _import_parquet(file: Path) -> Any:
+    try:
+        import pyarrow.parquet as pq
+    except ImportError as exc:
+        raise DataError("reading parquet needs pyarrow: pip install pyarrow", path=file) from exc
+    return pq
