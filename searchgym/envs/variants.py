@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 from pathlib import Path
 from typing import Any, Literal
@@ -28,6 +29,14 @@ DEFAULT_SPLITS = {
 
 HAS_CONTEXTS = frozenset({"hotpotqa", "2wiki", "musique"})
 """Datasets whose files carry their own paragraphs, which become the corpus when none is given."""
+
+
+def _check_env_options(owner: str, options: dict[str, Any]) -> None:
+    """Reject misspelled options before any data is loaded, so the error names the typo, not a symptom."""
+    accepted = set(inspect.signature(SearchQAEnv.__init__).parameters) - {"self", "records", "corpus"}
+    unknown = sorted(set(options) - accepted)
+    if unknown:
+        raise TypeError(f"{owner}() got unexpected keyword argument(s) {unknown}; the environment options are {sorted(accepted)}")
 
 
 def _load_corpus_arg(corpus_path: str | Path | None) -> Corpus | None:
@@ -64,6 +73,7 @@ class BenchmarkSearchQAEnv(SearchQAEnv):
     ):
         if dataset not in DEFAULT_SPLITS:
             raise ConfigError(f"unknown dataset {dataset!r}; choose one of {sorted(DEFAULT_SPLITS)}")
+        _check_env_options(type(self).__name__, env_options)
         self.dataset = dataset
         split = split or DEFAULT_SPLITS[dataset]
         if data_path is None:
@@ -102,13 +112,15 @@ class SyntheticSearchQAEnv(SearchQAEnv):
         cache_dir: str | Path | None | Literal[False] = None,
         **env_options: Any,
     ):
-        from searchgym.data.synthetic import make_synthetic
+        from searchgym.data.synthetic import QuestionConfig, SyntheticWorld, WorldConfig
 
+        _check_env_options(type(self).__name__, env_options)
         if isinstance(hops, list):
             hops = tuple(hops)
-        self.world_seed = seed
-        corpus, records = make_synthetic(num_entities=num_entities, seed=seed, hops=hops, split=split, num_questions=num_questions)
-        super().__init__(records, corpus, cache_dir=cache_dir, **env_options)
+        self.world = SyntheticWorld.generate(WorldConfig(num_entities=num_entities, seed=seed))
+        """The generated world: entities, relations and `oracle_trajectory(record)`."""
+        records = self.world.questions(QuestionConfig(hops=hops, num_questions=num_questions, split=split, seed=seed))
+        super().__init__(records, self.world.corpus, cache_dir=cache_dir, **env_options)
 
 
 class CustomSearchQAEnv(SearchQAEnv):
@@ -130,6 +142,7 @@ class CustomSearchQAEnv(SearchQAEnv):
         cache_dir: str | Path | None | Literal[False] = None,
         **env_options: Any,
     ):
+        _check_env_options(type(self).__name__, env_options)
         if data_path is None:
             raise DataNotFoundError(
                 "SearchQA-Custom-v0 needs data_path= a question file (FlashRAG jsonl: one JSON object per line with "
