@@ -1,0 +1,239 @@
+"""Draws a world in stages: names (`names.py`), relations and attributes (here), passages
+(`passages.py`) and the train/test partition of start entities."""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from searchgym.corpus.corpus import Corpus
+from searchgym.data.synthetic.config import WorldConfig
+from searchgym.data.synthetic.draws import _STREAM_NAMES, _STREAM_RELATIONS, _STREAM_SPLIT, _Draws, _rng
+from searchgym.data.synthetic.entities import Entity, EntityTable
+from searchgym.data.synthetic.filler import _OCCUPATION_SHARES, _OCCUPATIONS
+from searchgym.data.synthetic.names import _draw_aliases, _draw_names, _twin_name, _WordSource
+from searchgym.data.synthetic.passages import _PassageWriter
+from searchgym.data.synthetic.templates import (
+    _KIND_MINIMUM,
+    _KIND_SHARES,
+    _KIND_TYPE,
+    _ORG_KINDS,
+    _PUBLISHER_KIND,
+    _WORK_KINDS,
+    RELATIONS,
+)
+
+
+class _WorldParts(NamedTuple):
+    """What `_Builder.build` draws: the arguments of `SyntheticWorld` after the config."""
+
+    entities: EntityTable
+    relations: dict[str, dict[int, tuple[int, ...]]]
+    corpus: Corpus
+    fact_section: dict[tuple[int, str], int]
+    test_starts: np.ndarray
+
+
+class _Builder:
+    """Draws a world in stages: names, relations, attributes, passages. Private; use SyntheticWorld.generate."""
+
+    def __init__(self, config: WorldConfig):
+        self.config = config
+        self.n = config.num_entities
+        self._writer = _PassageWriter(config)
+
+    def _counts(self) -> tuple[dict[str, int], int]:
+        n_base = round(self.n / (1.0 + self.config.distractor_rate))
+        counts = {k: max(_KIND_MINIMUM.get(k, 2), round(share * n_base)) for k, share in _KIND_SHARES.items()}
+        counts = {"person": n_base - sum(counts.values()), **counts}
+        return counts, self.n - n_base
+
+    def build(self) -> _WorldParts:
+        cfg = self.config
+        counts, n_twins = self._counts()
+        name_rng = _rng(cfg.seed, _STREAM_NAMES)
+        words = _WordSource(name_rng)
+        keys: set[str] = set()
+
+        kinds: list[str] = []
+        names: list[str] = []
+        for kind, count in counts.items():
+            for name in _draw_names(kind, count, words, name_rng, keys):
+                kinds.append(kind)
+                names.append(name)
+        n_base = len(names)
+
+        # Twins: confusable names of randomly chosen base entities.
+        twin_of: list[int] = [-1] * n_base
+        originals = name_rng.choice(n_base, size=n_twins, replace=False).tolist() if n_twins else []
+        draws = _Draws(name_rng.random(max(64, 24 * n_twins)).tolist())
+        for orig in originals:
+            twin = _twin_name(kinds[orig], names[orig], draws, keys)
+            if twin is None:  # no confusable variant free: a plain new entity of the kind keeps the count exact
+                twin = _draw_names(kinds[orig], 1, words, name_rng, keys)[0]
+                twin_of.append(-1)
+            else:
+                twin_of.append(orig)
+            kinds.append(kinds[orig])
+            names.append(twin)
+
+        # Shuffle so ids reveal neither kind blocks nor twins.
+        order = name_rng.permutation(len(names)).tolist()
+        position = [0] * len(order)
+        for new, old in enumerate(order):
+            position[old] = new
+        kinds = [kinds[o] for o in order]
+        names = [names[o] for o in order]
+        twin_of = [position[twin_of[o]] if twin_of[o] >= 0 else -1 for o in order]
+
+        by_kind: dict[str, np.ndarray] = {k: np.array([i for i, kk in enumerate(kinds) if kk == k], dtype=np.int64)
+                                          for k in _KIND_TYPE}
+        rel_rng = _rng(cfg.seed, _STREAM_RELATIONS)
+        attrs: list[dict[str, Any]] = [{} for _ in kinds]
+        relations = self._relations(rel_rng, kinds, by_kind, twin_of, attrs)
+        aliases = _draw_aliases(cfg.seed, names, kinds, attrs, keys)
+
+        ids = [f"{kind}-{i:06d}" for i, kind in enumerate(kinds)]
+        entities = EntityTable([
+            Entity(
+                id=ids[i],
+                name=names[i],
+                type=_KIND_TYPE[kinds[i]],
+                kind=kinds[i],
+                aliases=aliases[i],
+                twin_of=ids[twin_of[i]] if twin_of[i] >= 0 else None,
+                attributes=MappingProxyType(attrs[i]),
+            )
+            for i in range(len(kinds))
+        ])
+        docs, fact_section = self._writer.passages(entities, relations, attrs)
+        corpus = Corpus(docs, name=f"synthetic-{cfg.num_entities}-{cfg.seed}")
+
+        split_order = _rng(cfg.seed, _STREAM_SPLIT).permutation(len(kinds))
+        test_starts = np.sort(split_order[: round(cfg.test_fraction * len(kinds))])
+        return _WorldParts(entities, relations, corpus, fact_section, test_starts)
+
+    # -- relations and attributes ---------------------------------------------------------------------------
+
+    def _relations(self, rng: np.random.Generator, kinds: list[str], by_kind: dict[str, np.ndarray],
+                   twin_of: list[int], attrs: list[dict[str, Any]]) -> dict[str, dict[int, tuple[int, ...]]]:
+        rel: dict[str, dict[int, tuple[int, ...]]] = {r: {} for r in RELATIONS}
+        persons, cities, countries = by_kind["person"], by_kind["city"], by_kind["country"]
+        universities = by_kind["university"]
+        orgs = np.sort(np.concatenate([by_kind[k] for k in _ORG_KINDS]))
+
+        def uniform_choice(pool: np.ndarray, size: int) -> list[int]:
+            return pool[rng.integers(0, len(pool), size)].tolist()
+
+        # Persons: birth year, pronoun, occupation group (creators of each work kind come from its group).
+        n_p = len(persons)
+        years = rng.integers(1820, 1961, n_p).tolist()  # founding and release years stay before 2021
+        genders = (rng.random(n_p) < 0.5).tolist()
+        groups = list(_OCCUPATION_SHARES)
+        group_idx = rng.choice(len(groups), size=n_p, p=list(_OCCUPATION_SHARES.values()))
+        group_idx[: len(groups)] = np.arange(len(groups))  # every group has at least one member
+        occ_u = rng.random(n_p).tolist()
+        members: dict[str, list[int]] = {g: [] for g in groups}
+        for j, p in enumerate(persons.tolist()):
+            group = groups[int(group_idx[j])]
+            occupations = _OCCUPATIONS[group]
+            attrs[p].update(birth_year=years[j], pronoun="she" if genders[j] else "he", occupation_group=group,
+                            occupation=occupations[min(int(occ_u[j] * len(occupations)), len(occupations) - 1)])
+            members[group].append(p)
+
+        born = uniform_choice(cities, n_p)
+        has_job, two_jobs = rng.random(n_p) < 0.62, rng.random(n_p) < 0.15
+        jobs = rng.integers(0, len(orgs), (n_p, 2))
+        has_school = rng.random(n_p) < 0.55
+        school = uniform_choice(universities, n_p)
+        for j, p in enumerate(persons.tolist()):
+            rel["born_in"][p] = (born[j],)
+            if has_job[j]:
+                first, second = int(orgs[jobs[j, 0]]), int(orgs[jobs[j, 1]])
+                # Two employers make "the employer of X" ambiguous; the question walker skips such people.
+                rel["employer"][p] = (first, second) if two_jobs[j] and first != second else (first,)
+            if has_school[j]:
+                rel["educated_at"][p] = (school[j],)
+
+        # Marriages: random disjoint pairs.
+        married = persons[rng.random(n_p) < 0.45]
+        married = rng.permutation(married).tolist()
+        for a, b in zip(married[0::2], married[1::2], strict=False):  # an odd one out stays single
+            rel["spouse"][a], rel["spouse"][b] = (b,), (a,)
+            year = max(attrs[a]["birth_year"], attrs[b]["birth_year"]) + int(rng.integers(20, 36))
+            attrs[a]["married_year"] = attrs[b]["married_year"] = year
+
+        # Cities: each country gets at least one city.
+        city_list = rng.permutation(cities).tolist()
+        country_of = countries.tolist() + uniform_choice(countries, max(0, len(city_list) - len(countries)))
+        for c, k in zip(city_list, country_of, strict=False):  # cities always outnumber countries
+            rel["located_in"][c] = (k,)
+
+        # Mayors: most cities have one, each a different person.
+        has_mayor = (rng.random(len(cities)) < 0.7).tolist()
+        mayors = rng.permutation(persons).tolist()
+        for j, c in enumerate(cities.tolist()):
+            if has_mayor[j] and j < len(mayors):
+                rel["mayor"][c] = (mayors[j],)
+
+        # Organisations: founder, founding year after the founder's 20th birthday, headquarters.
+        founders = uniform_choice(persons, len(orgs))
+        hq = uniform_choice(cities, len(orgs))
+        gaps = rng.integers(22, 60, len(orgs)).tolist()
+        for j, o in enumerate(orgs.tolist()):
+            rel["founded_by"][o] = (founders[j],)
+            rel["headquartered_in"][o] = (hq[j],)
+            attrs[o]["founding_year"] = attrs[founders[j]]["birth_year"] + gaps[j]
+
+        # Works: creator from the matching occupation group, publisher of the matching kind.
+        for kind in _WORK_KINDS:
+            works = by_kind[kind]
+            creators = np.array(members[kind], dtype=np.int64)
+            made_by = uniform_choice(creators, len(works))
+            issued = uniform_choice(by_kind[_PUBLISHER_KIND[kind]], len(works))
+            gaps = rng.integers(20, 56, len(works)).tolist()
+            for j, w in enumerate(works.tolist()):
+                rel["created_by"][w] = (made_by[j],)
+                rel["published_by"][w] = (issued[j],)
+                attrs[w]["year"] = attrs[made_by[j]]["birth_year"] + gaps[j]
+
+        # Twins get their own facts: where a single-valued fact equals the original's, move it.
+        candidates = {"born_in": lambda e: cities, "educated_at": lambda e: universities,
+                      "headquartered_in": lambda e: cities, "founded_by": lambda e: persons,
+                      "located_in": lambda e: countries,
+                      "created_by": lambda e: np.array(members[kinds[e]], dtype=np.int64),
+                      "published_by": lambda e: by_kind[_PUBLISHER_KIND[kinds[e]]]}
+        shift = rng.integers(1, 1 << 30, len(kinds)).tolist()
+        for t, o in enumerate(twin_of):
+            if o < 0:
+                continue
+            for r, pool_of in candidates.items():
+                if t in rel[r] and rel[r][t] == rel[r].get(o):
+                    pool = pool_of(t).tolist()
+                    if len(pool) > 1:
+                        here = pool.index(rel[r][t][0])
+                        rel[r][t] = (pool[(here + 1 + shift[t] % (len(pool) - 1)) % len(pool)],)
+            if "year" in attrs[t] and kinds[t] in _WORK_KINDS:
+                creator = rel["created_by"][t][0]
+                attrs[t]["year"] = max(attrs[t]["year"], attrs[creator]["birth_year"] + 20)
+            if "founding_year" in attrs[t]:
+                founder = rel["founded_by"][t][0]
+                attrs[t]["founding_year"] = max(attrs[t]["founding_year"], attrs[founder]["birth_year"] + 20)
+
+        # Derived relations: founded (inverse of founded_by), capital (one city of each country).
+        for o in orgs.tolist():
+            f = rel["founded_by"][o][0]
+            rel["founded"][f] = (*rel["founded"].get(f, ()), o)
+        cities_of: dict[int, list[int]] = {}
+        for c in cities.tolist():
+            cities_of.setdefault(rel["located_in"][c][0], []).append(c)
+        capital_u = rng.random(len(countries)).tolist()
+        for j, k in enumerate(countries.tolist()):
+            own = cities_of.get(k)
+            if own:
+                cap = own[min(int(capital_u[j] * len(own)), len(own) - 1)]
+                rel["capital"][k] = (cap,)
+                attrs[cap]["is_capital"] = True
+        return rel

@@ -1,0 +1,46 @@
+"""Seeded random streams and cheap sequential draws.
+
+Everything is drawn from `np.random.default_rng` streams keyed by integers (the seeds and a stream
+number); nothing here touches `hash()` or global random state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+# Independent random streams, so that e.g. changing the filler text does not reshuffle the relations.
+_STREAM_NAMES, _STREAM_RELATIONS, _STREAM_TEXT, _STREAM_SPLIT, _STREAM_QUESTIONS = 1, 2, 3, 4, 5
+
+
+def _rng(*key: int) -> np.random.Generator:
+    return np.random.default_rng(np.random.SeedSequence([int(k) for k in key]))
+
+
+class _Draws:
+    """Sequential uniform draws from one precomputed row, so that per-entity text choices cost no Generator
+    call each. Wraps around if a very long passage consumes the row (still deterministic)."""
+
+    __slots__ = ("_i", "_n", "_row")
+
+    def __init__(self, row: list[float]):
+        self._row = row
+        self._i = 0
+        self._n = len(row)
+
+    def uniform(self) -> float:
+        v = self._row[self._i % self._n]
+        self._i += 1
+        return v
+
+    def index(self, n: int) -> int:
+        return int(self.uniform() * n)  # uniform() < 1, so this is < n
+
+    def pick(self, seq: Sequence[Any]) -> Any:
+        return seq[self.index(len(seq))]
+
+    def integer(self, low: int, high: int, step: int = 1) -> int:
+        """Uniform in [low, high] on the grid low + k * step."""
+        return low + step * self.index((high - low) // step + 1)
