@@ -147,8 +147,9 @@ class BM25Retriever:
         if not live:
             return results
         docs, scores = self._bm25s.retrieve([ids[i] for i in live], k=k, show_progress=False, n_threads=1)
+        documents = self.corpus.documents
         for row, i in enumerate(live):
-            results[i] = [Hit(self.corpus[int(d)], float(s)) for d, s in zip(docs[row], scores[row]) if s > 0]
+            results[i] = [Hit(documents[d], s) for d, s in zip(docs[row].tolist(), scores[row].tolist()) if s > 0]
         return results
 
     # -- rank_bm25 -------------------------------------------------------------------------------------
@@ -160,7 +161,8 @@ class BM25Retriever:
         top = np.argpartition(-scores, k - 1)[:k]
         top = top[np.argsort(-scores[top], kind="stable")]
         # Okapi's idf floor can make a non-matching document score 0; matched ones are > 0.
-        return [Hit(self.corpus[int(d)], float(scores[d])) for d in top if scores[d] > 0]
+        documents = self.corpus.documents
+        return [Hit(documents[d], float(scores[d])) for d in top.tolist() if scores[d] > 0]
 
 
 def _index_texts(corpus: Corpus) -> list[str]:

@@ -13,13 +13,13 @@ AnswerReward = Callable[[str, Sequence[str]], float]
 """A reward for a final answer: (prediction, gold answers) -> score in [0, 1]."""
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
-_PUNCT = frozenset(string.punctuation)
+# str.translate drops every ASCII punctuation character in one C-level pass.
+_DROP_PUNCT = str.maketrans("", "", string.punctuation)
 
 
 def normalize_answer(text: str) -> str:
     """Lowercase, remove punctuation, remove articles, collapse whitespace (SQuAD / HotpotQA)."""
-    text = text.lower()
-    text = "".join(ch for ch in text if ch not in _PUNCT)
+    text = text.lower().translate(_DROP_PUNCT)
     text = _ARTICLES.sub(" ", text)
     return " ".join(text.split())
 
