@@ -48,8 +48,16 @@ class IndexMismatchError(RetrievalError):
     """A persisted index was built for a different corpus or configuration than the one given."""
 
 
+class CacheMissError(RetrievalError):
+    """A replay-only retrieval cache holds no entry for a query; record it first."""
+
+
 class BackendError(SearchGymError):
     """A model backend (LLM judge, ranker, policy server) failed after its bounded retries."""
+
+
+class BackendTimeout(BackendError):
+    """A model backend (policy server, LLM API) did not answer within its timeout, after its retries."""
 
 
 class EpisodeStateError(SearchGymError, RuntimeError):

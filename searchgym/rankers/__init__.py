@@ -1,5 +1,6 @@
 """Rankers choose which `top_k` of a search's candidate pool the agent is shown."""
 
 from searchgym.rankers.base import IdentityRanker, Ranker, RankResult, resolve_ranker
+from searchgym.rankers.llm import LLMRanker, LLMRankerConfig, RankRequest, RerankParse, parse_rerank
 
-__all__ = ["IdentityRanker", "RankResult", "Ranker", "resolve_ranker"]
+__all__ = ["IdentityRanker", "LLMRanker", "LLMRankerConfig", "RankRequest", "RankResult", "Ranker", "RerankParse", "parse_rerank", "resolve_ranker"]

@@ -35,11 +35,22 @@ class Retriever(Protocol):
 
 
 def resolve_retriever(retriever: str | Retriever, corpus: Corpus | None, *, cache_dir: str | Path | None = None) -> Retriever:
-    """A retriever from a name (`bm25`, `bm25s`, `rank_bm25`) over `corpus`, or an instance passed through."""
+    """A retriever from a name over `corpus`, or an instance passed through.
+
+    Names: `bm25` (bm25s), `rank_bm25`, `dense` (all-MiniLM-L6-v2, exact FAISS search), `hybrid` (BM25 and
+    dense fused by reciprocal rank), or the URL of a Search-R1-compatible server (`http://host:port/retrieve`,
+    which needs no corpus). Indexes are cached under `cache_dir`.
+    """
     if not isinstance(retriever, str):
         if not isinstance(retriever, Retriever):
             raise ConfigError(f"retriever must be a name or an object with search(queries, k) and describe(); got {type(retriever).__name__}")
         return retriever
+    if retriever.startswith(("http://", "https://")):
+        from searchgym.retrieval.http import HTTPRetriever
+
+        return HTTPRetriever(retriever)
+    if retriever not in ("bm25", "bm25s", "rank_bm25", "dense", "hybrid"):
+        raise ConfigError(f"unknown retriever {retriever!r}; choose 'bm25' (bm25s), 'rank_bm25', 'dense', 'hybrid', a server URL, or pass a Retriever object")
     if corpus is None:
         raise ConfigError(f"retriever {retriever!r} needs a corpus: pass corpus_path=... or a retriever object (e.g. an HTTP retriever)")
     from searchgym.retrieval.bm25 import BM25Retriever
@@ -48,4 +59,11 @@ def resolve_retriever(retriever: str | Retriever, corpus: Corpus | None, *, cach
         return BM25Retriever(corpus, backend="bm25s", cache_dir=cache_dir)
     if retriever == "rank_bm25":
         return BM25Retriever(corpus, backend="rank_bm25")
-    raise ConfigError(f"unknown retriever {retriever!r}; choose 'bm25' (bm25s), 'rank_bm25', or pass a Retriever object")
+    from searchgym.retrieval.dense import DenseRetriever
+
+    dense = DenseRetriever(corpus, cache_dir=cache_dir)
+    if retriever == "dense":
+        return dense
+    from searchgym.retrieval.hybrid import HybridRetriever
+
+    return HybridRetriever([BM25Retriever(corpus, backend="bm25s", cache_dir=cache_dir), dense])

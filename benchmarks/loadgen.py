@@ -1,0 +1,191 @@
+"""Timing helpers for the retrieval benchmark: in-process latency, a retrieval server in a subprocess, and
+a small keep-alive HTTP load generator.
+
+The load generator speaks raw HTTP/1.1 over asyncio streams (one connection per client) so that, on a
+small machine, the clients cost little CPU next to the server they measure; every response is still
+parsed as JSON and checked for the Search-R1 shape. Everything is bounded: each run stops after
+`duration_s` or `max_requests`, and the subprocess is killed on exit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass
+class Timing:
+    queries: int
+    seconds: float
+    latencies_ms: list[float]
+    errors: int = 0
+
+    @property
+    def qps(self) -> float:
+        return self.queries / self.seconds if self.seconds else 0.0
+
+    def pct(self, q: float) -> float:
+        return float(np.percentile(self.latencies_ms, q)) if self.latencies_ms else float("nan")
+
+
+def time_in_process(
+    search: Callable[[list[str]], object], queries: Sequence[str], *, duration_s: float, max_queries: int
+) -> Timing:
+    """One query per call, as the env retrieves, until `duration_s` or `max_queries`."""
+    lat, start, n = [], time.perf_counter(), 0
+    while n < max_queries and time.perf_counter() - start < duration_s:
+        q = queries[n % len(queries)]
+        t = time.perf_counter()
+        search([q])
+        lat.append((time.perf_counter() - t) * 1000)
+        n += 1
+    return Timing(n, time.perf_counter() - start, lat)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ServerProcess:
+    """`python -m searchgym serve ...` on a free loopback port, killed on exit."""
+
+    def __init__(self, args: Sequence[str], *, startup_timeout_s: float = 180.0):
+        self.port = free_port()
+        cmd = [
+            sys.executable,
+            "-m",
+            "searchgym",
+            "serve",
+            *args,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--log-level",
+            "warning",
+        ]
+        env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+        self._wait(startup_timeout_s)
+
+    def _wait(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(
+                    f"server exited with {self.proc.returncode}: {self.proc.stderr.read().decode()[-2000:]}"
+                )  # type: ignore[union-attr]
+            try:
+                status, _ = asyncio.run(_get(self.port, "/health"))
+                if status == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.2)
+        self.close()
+        raise RuntimeError(f"server did not answer /health within {timeout_s:g} s")
+
+    def health(self) -> dict:
+        return json.loads(asyncio.run(_get(self.port, "/health"))[1])
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+    def __enter__(self) -> ServerProcess:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+async def _get(port: int, path: str) -> tuple[int, bytes]:
+    reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), 2)
+    try:
+        writer.write(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+        return await asyncio.wait_for(_read_response(reader), 5)
+    finally:
+        writer.close()
+
+
+async def _read_response(reader: asyncio.StreamReader) -> tuple[int, bytes]:
+    status = int((await reader.readline()).split()[1])
+    length = 0
+    while (line := await reader.readline()) not in (b"\r\n", b""):
+        name, _, value = line.decode("latin1").partition(":")
+        if name.strip().lower() == "content-length":
+            length = int(value)
+    return status, await reader.readexactly(length)
+
+
+def load_test(
+    port: int,
+    queries: Sequence[str],
+    k: int,
+    *,
+    clients: int,
+    duration_s: float,
+    max_requests: int,
+    request_timeout_s: float = 10.0,
+) -> Timing:
+    """`clients` concurrent keep-alive connections, each sending one-query Search-R1 requests back to back."""
+    return asyncio.run(_load_test(port, queries, k, clients, duration_s, max_requests, request_timeout_s))
+
+
+async def _load_test(port, queries, k, clients, duration_s, max_requests, request_timeout_s) -> Timing:
+    bodies = [json.dumps({"queries": [q], "topk": k, "return_scores": True}).encode() for q in queries]
+    lat: list[float] = []
+    counter = {"next": 0, "errors": 0}
+    start = time.perf_counter()
+
+    async def client() -> None:
+        reader = writer = None
+        while counter["next"] < max_requests and time.perf_counter() - start < duration_s:
+            i = counter["next"]
+            counter["next"] += 1
+            body = bodies[i % len(bodies)]
+            t = time.perf_counter()
+            try:
+                if writer is None:
+                    reader, writer = await asyncio.wait_for(
+                        asyncio.open_connection("127.0.0.1", port), request_timeout_s
+                    )
+                writer.write(
+                    b"POST /retrieve HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                    b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+                )
+                status, raw = await asyncio.wait_for(_read_response(reader), request_timeout_s)  # type: ignore[arg-type]
+                result = json.loads(raw)["result"] if status == 200 else None
+                if not (
+                    isinstance(result, list)
+                    and len(result) == 1
+                    and all("document" in h and "score" in h for h in result[0])
+                ):
+                    raise ValueError(f"bad answer (HTTP {status})")
+                lat.append((time.perf_counter() - t) * 1000)
+            except (OSError, ValueError, KeyError, asyncio.TimeoutError, asyncio.IncompleteReadError):
+                counter["errors"] += 1
+                if writer is not None:
+                    writer.close()
+                reader = writer = None
+        if writer is not None:
+            writer.close()
+
+    await asyncio.gather(*(client() for _ in range(clients)))
+    return Timing(len(lat), time.perf_counter() - start, lat, counter["errors"])

@@ -1,0 +1,128 @@
+"""`searchgym serve ...`: a Search-R1-compatible retrieval server (see `searchgym.retrieval.server`).
+
+    searchgym serve --corpus wiki18.jsonl                        # BM25, index cached on first start
+    searchgym serve --index DIR                                  # dense, from `searchgym index build`
+    searchgym serve --retriever hybrid --corpus wiki18.jsonl --index DIR
+    searchgym serve --corpus c.jsonl --retriever dense --port 8001 --topk 3
+
+Clients: Search-R1 / veRL / SkyRL (`search_url=http://127.0.0.1:8000/retrieve`) or
+`searchgym.retrieval.HTTPRetriever`. Binds 127.0.0.1 unless --host says otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+from searchgym.errors import ConfigError
+
+logger = logging.getLogger(__name__)
+
+
+def add_parser(subparsers) -> None:
+    from searchgym.cli.index import field_doc
+    from searchgym.retrieval.server import ServerConfig
+
+    d = ServerConfig()
+    p = subparsers.add_parser("serve", help="run a Search-R1-compatible retrieval server")
+    p.add_argument(
+        "--retriever",
+        choices=["bm25", "dense", "hybrid"],
+        default=None,
+        help="default: dense when --index is given alone, else bm25",
+    )
+    p.add_argument("--corpus", help="corpus file (jsonl or DPR tsv); needed for bm25 and hybrid")
+    p.add_argument("--index", help="dense index folder from `searchgym index build` (dense, hybrid)")
+    p.add_argument(
+        "--cache-dir",
+        default=None,
+        help="where BM25 and in-memory dense indexes are cached (default ~/.cache/searchgym)",
+    )
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="CPU threads for the query encoder and FAISS (default: all cores); 1 is often fastest for one-query requests on a busy machine",
+    )
+    for name in (
+        "host",
+        "port",
+        "default_topk",
+        "max_topk",
+        "max_queries",
+        "max_query_chars",
+        "max_body_bytes",
+        "max_batch_queries",
+        "batch_wait_ms",
+    ):
+        flag = "--topk" if name == "default_topk" else f"--{name.replace('_', '-')}"
+        default = getattr(d, name)
+        p.add_argument(flag, dest=name, type=type(default), default=default, help=field_doc(ServerConfig, name))
+    p.set_defaults(func=_serve)
+
+
+def build_retriever(kind: str | None, corpus_path: str | None, index_dir: str | None, cache_dir: str | None):
+    """The retriever `searchgym serve` serves."""
+    from searchgym.corpus import load_corpus
+    from searchgym.retrieval import BM25Retriever, DenseRetriever, HybridRetriever
+
+    kind = kind or ("dense" if index_dir and not corpus_path else "bm25")
+    if kind in ("bm25", "hybrid") and not corpus_path:
+        raise ConfigError(f"--retriever {kind} needs --corpus")
+    if kind == "dense" and not (index_dir or corpus_path):
+        raise ConfigError("--retriever dense needs --index (or --corpus to embed it now)")
+    if kind == "dense" and index_dir:
+        # The index's own document store serves the passages; the corpus file, if given, is only checked.
+        return DenseRetriever.load(index_dir, corpus_path=corpus_path)
+    corpus = load_corpus(corpus_path)  # type: ignore[arg-type]
+    if kind == "bm25":
+        return BM25Retriever(corpus, cache_dir=cache_dir)
+    dense = DenseRetriever.load(index_dir, corpus=corpus) if index_dir else DenseRetriever(corpus, cache_dir=cache_dir)
+    if kind == "dense":
+        return dense
+    return HybridRetriever([BM25Retriever(corpus, cache_dir=cache_dir), dense])  # type: ignore[arg-type]
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from searchgym.retrieval.server import ServerConfig, serve
+
+    config = ServerConfig(
+        host=args.host,
+        port=args.port,
+        default_topk=args.default_topk,
+        max_topk=args.max_topk,
+        max_queries=args.max_queries,
+        max_query_chars=args.max_query_chars,
+        max_body_bytes=args.max_body_bytes,
+        max_batch_queries=args.max_batch_queries,
+        batch_wait_ms=args.batch_wait_ms,
+    )
+    if args.threads is not None:
+        set_threads(args.threads)
+    retriever = build_retriever(args.retriever, args.corpus, args.index, args.cache_dir)
+    if config.host not in ("127.0.0.1", "localhost", "::1"):
+        logger.warning("binding %s: the server has no authentication; expose it only on a trusted network", config.host)
+    print(
+        f"serving {retriever.describe()['kind']} retrieval on http://{config.host}:{config.port}/retrieve", flush=True
+    )
+    serve(retriever, config, log_level=args.log_level)
+    return 0
+
+
+def set_threads(n: int) -> None:
+    """Limit torch (query encoding) and FAISS (OpenMP search) to `n` threads, where installed."""
+    if n < 1:
+        raise ConfigError(f"--threads must be >= 1, got {n}")
+    try:
+        import torch
+
+        torch.set_num_threads(n)
+    except ImportError:
+        pass
+    try:
+        import faiss
+
+        faiss.omp_set_num_threads(n)
+    except ImportError:
+        pass

@@ -1,0 +1,250 @@
+"""`HTTPRetriever`: a client of any server speaking Search-R1's `/retrieve` protocol.
+
+Request: `POST /retrieve` with `{"queries": [...], "topk": k, "return_scores": true}`.
+Response: `{"result": [[{"document": {"id": ..., "contents": "\\"Title\\"\\ntext"}, "score": s}, ...], ...]}`,
+one list per query. Servers that ignore `return_scores` and answer bare documents are accepted too (every
+score is then 0), as are documents with `title`/`text` instead of `contents`, or without an `id` (the id
+is then derived from the contents, so it is stable across calls).
+
+Every call is bounded: `timeout_s` is the budget for the whole `search` call, retries included, and a
+response that trickles in slower than that is cut off too. Connection failures and 429/502/503/504 are
+retried with exponential backoff while the budget lasts; other HTTP errors are not. Failures raise
+`RetrievalTimeout` (the budget ran out) or `RetrievalError` (anything else), never hang.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from searchgym.corpus import Document, parse_contents
+from searchgym.errors import ConfigError, RetrievalError, RetrievalTimeout
+from searchgym.retrieval.base import Hit
+
+logger = logging.getLogger(__name__)
+
+_RETRYABLE_STATUS = frozenset({429, 502, 503, 504})
+
+
+@dataclass(frozen=True)
+class HTTPRetrieverConfig:
+    """Where the server is and how long to wait for it."""
+
+    url: str
+    """The `/retrieve` endpoint, e.g. `http://127.0.0.1:8000/retrieve` (a bare `http://host:port` gets `/retrieve` appended)."""
+    timeout_s: float = 30.0
+    """Budget for one `search` call, all attempts together."""
+    retries: int = 2
+    """Extra attempts after a connection failure or a 429/502/503/504 answer."""
+    backoff_s: float = 0.2
+    """Wait before the first retry; doubled for each further one."""
+    max_queries_per_request: int = 256
+    """Larger batches are split into several requests (servers cap request sizes)."""
+    max_response_bytes: int = 256 * 2**20
+    """A larger response is refused rather than read into memory."""
+    corpus_hash: str | None = None
+    """The served corpus's hash, if known; recorded in `describe()` so caches and results are pinned to it."""
+
+    def __post_init__(self) -> None:
+        parts = urlsplit(self.url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ConfigError(
+                f"HTTPRetrieverConfig.url must be an http(s) URL such as http://127.0.0.1:8000/retrieve, got {self.url!r}"
+            )
+        if not self.timeout_s > 0:
+            raise ConfigError(f"HTTPRetrieverConfig.timeout_s must be > 0, got {self.timeout_s}")
+        if self.retries < 0:
+            raise ConfigError(f"HTTPRetrieverConfig.retries must be >= 0, got {self.retries}")
+        if self.backoff_s < 0:
+            raise ConfigError(f"HTTPRetrieverConfig.backoff_s must be >= 0, got {self.backoff_s}")
+        if self.max_queries_per_request < 1:
+            raise ConfigError(
+                f"HTTPRetrieverConfig.max_queries_per_request must be >= 1, got {self.max_queries_per_request}"
+            )
+
+    @property
+    def endpoint(self) -> str:
+        parts = urlsplit(self.url)
+        return self.url if parts.path not in ("", "/") else self.url.rstrip("/") + "/retrieve"
+
+
+class HTTPRetriever:
+    """A `Retriever` backed by a Search-R1-compatible retrieval server (ours: `searchgym serve`).
+
+    Thread-safe: one connection pool is shared by every thread.
+    """
+
+    def __init__(self, config: HTTPRetrieverConfig | str):
+        try:
+            import httpx
+        except ImportError as e:
+            raise ConfigError("HTTPRetriever needs httpx: pip install 'searchgym[server]'") from e
+
+        self.config = HTTPRetrieverConfig(url=config) if isinstance(config, str) else config
+        self._httpx = httpx
+        self._client = httpx.Client(limits=httpx.Limits(max_connections=64, max_keepalive_connections=64))
+        self._remote: dict[str, Any] | None = None
+        self._remote_checked = False
+        self._lock = threading.Lock()
+
+    def search(self, queries: Sequence[str], k: int) -> list[list[Hit]]:
+        if k <= 0 or not queries:
+            return [[] for _ in queries]
+        deadline = time.monotonic() + self.config.timeout_s
+        step = self.config.max_queries_per_request
+        results: list[list[Hit]] = []
+        for start in range(0, len(queries), step):
+            batch = list(queries[start : start + step])
+            payload = {"queries": batch, "topk": k, "return_scores": True}
+            body = self._post(payload, deadline)
+            results.extend(parse_response(body, len(batch), k, self.config.endpoint))
+        return results
+
+    def describe(self) -> dict[str, Any]:
+        """The endpoint, and the server's own description when it answers `GET /health` (ours does)."""
+        return {
+            "kind": "http",
+            "url": self.config.endpoint,
+            "corpus_hash": self._corpus_hash(),
+            "remote": self._remote_description(),
+        }
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> HTTPRetriever:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- transport ------------------------------------------------------------------------------------
+
+    def _post(self, payload: dict[str, Any], deadline: float) -> Any:
+        httpx = self._httpx
+        url = self.config.endpoint
+        data = json.dumps(payload).encode()
+        headers = {"content-type": "application/json"}
+        attempt, last_error = 0, ""
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise RetrievalTimeout(
+                    f"retrieval server at {url} did not answer within {self.config.timeout_s:g} s ({last_error or 'no answer'})"
+                )
+            retryable = False
+            try:
+                with self._client.stream(
+                    "POST", url, content=data, headers=headers, timeout=httpx.Timeout(remaining)
+                ) as response:
+                    raw = self._read(response, deadline, url)
+                    status = response.status_code
+            except httpx.TimeoutException as e:
+                raise RetrievalTimeout(
+                    f"retrieval server at {url} did not answer within {self.config.timeout_s:g} s ({type(e).__name__})"
+                ) from e
+            except (httpx.TransportError, httpx.StreamError) as e:
+                last_error, retryable = f"{type(e).__name__}: {e}", True
+            else:
+                if status == 200:
+                    try:
+                        return json.loads(raw)
+                    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+                        raise RetrievalError(f"retrieval server at {url} answered with invalid JSON ({e})") from e
+                last_error = f"HTTP {status}: {raw[:300].decode('utf-8', 'replace')}"
+                retryable = status in _RETRYABLE_STATUS
+            if not retryable or attempt >= self.config.retries:
+                raise RetrievalError(
+                    f"retrieval server at {url} failed after {attempt + 1} attempt(s): {last_error}. Is it running (searchgym serve ...)?"
+                )
+            pause = self.config.backoff_s * 2**attempt
+            if time.monotonic() + pause >= deadline:
+                raise RetrievalTimeout(
+                    f"retrieval server at {url} still failing when the {self.config.timeout_s:g} s budget ran out: {last_error}"
+                )
+            logger.debug("retrying %s in %.2f s after %s", url, pause, last_error)
+            time.sleep(pause)
+            attempt += 1
+
+    def _read(self, response, deadline: float, url: str) -> bytes:
+        chunks, size = [], 0
+        for chunk in response.iter_bytes():
+            size += len(chunk)
+            if size > self.config.max_response_bytes:
+                raise RetrievalError(
+                    f"retrieval server at {url} sent more than {self.config.max_response_bytes} bytes; lower topk or raise max_response_bytes"
+                )
+            chunks.append(chunk)
+            if time.monotonic() > deadline:
+                raise RetrievalTimeout(
+                    f"retrieval server at {url} was still sending its answer after {self.config.timeout_s:g} s"
+                )
+        return b"".join(chunks)
+
+    def _remote_description(self) -> dict[str, Any] | None:
+        with self._lock:
+            if not self._remote_checked:
+                self._remote_checked = True
+                health = self.config.endpoint.rsplit("/", 1)[0] + "/health"
+                try:
+                    r = self._client.get(health, timeout=min(5.0, self.config.timeout_s))
+                    if r.status_code == 200:
+                        self._remote = r.json().get("retriever")
+                except (self._httpx.HTTPError, ValueError, AttributeError) as e:
+                    logger.debug("no description from %s: %s", health, e)
+            return self._remote
+
+    def _corpus_hash(self) -> str | None:
+        if self.config.corpus_hash is not None:
+            return self.config.corpus_hash
+        remote = self._remote_description()
+        return remote.get("corpus_hash") if isinstance(remote, dict) else None
+
+
+# -- response parsing (pure) --------------------------------------------------------------------------
+
+
+def parse_response(body: Any, num_queries: int, k: int, url: str = "the server") -> list[list[Hit]]:
+    """Hits from a Search-R1 `/retrieve` response body; `RetrievalError` when its shape is wrong."""
+    if not isinstance(body, dict) or not isinstance(body.get("result"), list):
+        raise RetrievalError(f"{url} answered without a 'result' list: {str(body)[:200]}")
+    result = body["result"]
+    if len(result) != num_queries:
+        raise RetrievalError(f"{url} answered {len(result)} result lists for {num_queries} queries")
+    out = []
+    for q, items in enumerate(result):
+        if not isinstance(items, list):
+            raise RetrievalError(f"{url}: result {q} is a {type(items).__name__}, expected a list of documents")
+        out.append([_hit(item, url, q) for item in items[:k]])
+    return out
+
+
+def _hit(item: Any, url: str, q: int) -> Hit:
+    if isinstance(item, dict) and "document" in item:
+        doc, score = item["document"], item.get("score", 0.0)
+    else:
+        doc, score = item, 0.0
+    if not isinstance(doc, dict):
+        raise RetrievalError(f"{url}: result {q} holds a {type(doc).__name__}, expected a document object")
+    if isinstance(doc.get("contents"), str):
+        title, text = parse_contents(doc["contents"])
+    elif isinstance(doc.get("text"), str):
+        title, text = str(doc.get("title", "")), doc["text"]
+    else:
+        raise RetrievalError(f"{url}: a document of result {q} has neither 'contents' nor 'text': {str(doc)[:200]}")
+    doc_id = doc.get("id")
+    if doc_id is None:
+        # Pyserini-backed servers omit ids; a content digest keeps them stable for caches and rankers.
+        doc_id = "sha1:" + hashlib.sha1(f"{title}\n{text}".encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    try:
+        score = float(score)
+    except (TypeError, ValueError):
+        raise RetrievalError(f"{url}: a score of result {q} is not a number: {score!r}") from None
+    return Hit(Document(str(doc_id), title, text), score)

@@ -1,0 +1,158 @@
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from searchgym.corpus import Corpus, Document
+from searchgym.errors import ConfigError, DataNotFoundError, IndexMismatchError
+from searchgym.retrieval import DenseIndexConfig, DenseRetriever, EncoderConfig
+from searchgym.retrieval.docstore import DocStore
+from searchgym.retrieval.index import IndexManifest, build_index, load_index_parts, rebuild_index
+from searchgym.retrieval.storage import ContentHasher
+from tests.retrieval.conftest import write_jsonl
+
+QUERIES = ["Which river flows through Rome?", "Who discovered radioactivity?", "largest city of Germany"]
+
+
+@pytest.fixture
+def built(tmp_path, ten_doc_corpus, minilm):
+    """A flat index built by streaming a jsonl file; returns (folder, corpus file)."""
+    path = write_jsonl(tmp_path / "ten.jsonl", ten_doc_corpus)
+    seen = []
+    manifest = build_index(path, tmp_path / "idx", encoder=minilm, chunk_size=4, progress=seen.append)
+    assert seen == [4, 8, 10] and manifest.num_docs == 10
+    return tmp_path / "idx", path
+
+
+def test_streaming_hash_equals_corpus_hash(ten_doc_corpus):
+    h = ContentHasher()
+    for d in ten_doc_corpus:
+        h.update(d)
+    assert h.hexdigest() == ten_doc_corpus.content_hash
+
+
+def test_build_then_load_gives_the_in_memory_results(built, ten_doc_corpus, minilm):
+    folder, _ = built
+    manifest = IndexManifest.read(folder)
+    assert manifest.corpus_hash == ten_doc_corpus.content_hash
+    assert (manifest.index_type, manifest.dim, manifest.docs_stored) == ("flat", 384, True)
+    assert manifest.encoder_identity == minilm.describe()
+    assert set(manifest.files) == {"docs.jsonl", "docs.offsets.npy", "embeddings.npy", "index.faiss"}
+
+    parts = load_index_parts(folder)
+    assert isinstance(parts.embeddings, np.memmap) and parts.embeddings.shape == (10, 384)
+    assert isinstance(parts.documents, DocStore) and list(parts.documents) == list(ten_doc_corpus)
+
+    loaded = DenseRetriever.load(folder, encoder=minilm)
+    direct = DenseRetriever(ten_doc_corpus, encoder=minilm, cache_dir=False)
+    for a, b in zip(loaded.search(QUERIES, 5), direct.search(QUERIES, 5)):
+        assert [(h.doc, round(h.score, 5)) for h in a] == [(h.doc, round(h.score, 5)) for h in b]
+    assert loaded.describe() == direct.describe()
+
+
+def test_index_built_for_one_corpus_refuses_another(built, ten_doc_corpus, minilm, tmp_path):
+    folder, path = built
+    other = Corpus([*ten_doc_corpus[:9], Document("d9", "Nobel Prize in Physics", "Awarded yearly in Stockholm.")])
+    with pytest.raises(IndexMismatchError, match="different corpus"):
+        DenseRetriever.load(folder, corpus=other, encoder=minilm)
+    with pytest.raises(IndexMismatchError, match="different corpus"):
+        DenseRetriever.load(folder, corpus=Corpus(ten_doc_corpus[:9]), encoder=minilm)
+    # The same file, rewritten with other contents: its stamp changed, so it is re-hashed and refused.
+    write_jsonl(path, other)
+    with pytest.raises(IndexMismatchError, match="different corpus"):
+        DenseRetriever.load(folder, corpus_path=path, encoder=minilm)
+    # The original corpus, as an in-memory corpus or from another file, is accepted.
+    assert (
+        DenseRetriever.load(folder, corpus=ten_doc_corpus, encoder=minilm).search(QUERIES[:1], 1)[0][0].doc.id == "d7"
+    )
+    copy = write_jsonl(tmp_path / "copy.jsonl", ten_doc_corpus)
+    assert len(DenseRetriever.load(folder, corpus_path=copy, encoder=minilm).corpus) == 10
+
+
+def test_index_refuses_another_encoder(built, minilm):
+    folder, _ = built
+    with pytest.raises(IndexMismatchError, match="encoder"):
+        DenseRetriever.load(folder, encoder=EncoderConfig(prefixes="e5"))
+    with pytest.raises(IndexMismatchError, match="encoder"):
+        DenseRetriever.load(folder, encoder=EncoderConfig(pooling="cls"))
+    # dtype and batch size change only rounding: accepted.
+    DenseRetriever.load(folder, encoder=EncoderConfig(dtype="float32", batch_size=8))
+
+
+def test_damaged_or_unfinished_folders_are_detected(built, tmp_path, minilm):
+    folder, _ = built
+    bad = tmp_path / "bad"
+    shutil.copytree(folder, bad)
+    np.save(bad / "embeddings.npy", np.zeros((9, 384), dtype=np.float32))
+    with pytest.raises(IndexMismatchError, match="inconsistent"):
+        load_index_parts(bad, encoder=minilm)
+    (bad / "manifest.json").unlink()
+    with pytest.raises(DataNotFoundError, match="build"):
+        load_index_parts(bad)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    (folder / "manifest.json").write_text(json.dumps({**manifest, "format_version": 0}))
+    with pytest.raises(IndexMismatchError, match="format"):
+        load_index_parts(folder)
+
+
+def test_existing_folder_needs_overwrite_and_failed_builds_leave_nothing(built, ten_doc_corpus, minilm, tmp_path):
+    folder, path = built
+    with pytest.raises(ConfigError, match="overwrite"):
+        build_index(path, folder, encoder=minilm)
+
+    def broken():
+        yield ten_doc_corpus[0]
+        raise RuntimeError("disk on fire")
+
+    with pytest.raises(RuntimeError):
+        build_index(broken(), tmp_path / "never", encoder=minilm)
+    assert not (tmp_path / "never").exists()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_rebuild_another_index_type_without_reencoding(built, minilm, monkeypatch):
+    folder, _ = built
+    monkeypatch.setattr(minilm, "encode_passages", lambda texts: pytest.fail("rebuild must not re-encode"))
+    manifest = rebuild_index(folder, folder.parent / "hnsw", index=DenseIndexConfig(kind="hnsw"))
+    assert manifest.index_type == "hnsw" and manifest.corpus_hash == IndexManifest.read(folder).corpus_hash
+    flat = DenseRetriever.load(folder, encoder=minilm)
+    hnsw = DenseRetriever.load(folder.parent / "hnsw", encoder=minilm)
+    for a, b in zip(flat.search(QUERIES, 3), hnsw.search(QUERIES, 3)):
+        assert [h.doc.id for h in a] == [h.doc.id for h in b]
+
+
+def test_index_without_documents_needs_the_corpus(tmp_path, ten_doc_corpus, minilm):
+    build_index(ten_doc_corpus, tmp_path / "nodocs", encoder=minilm, store_docs=False)
+    with pytest.raises(ConfigError, match="corpus"):
+        DenseRetriever.load(tmp_path / "nodocs", encoder=minilm)
+    r = DenseRetriever.load(tmp_path / "nodocs", corpus=ten_doc_corpus, encoder=minilm)
+    assert r.search(["Spree"], 1)[0][0].doc.id == "d8"
+
+
+def test_cli_builds_and_describes_an_index(tmp_path, ten_doc_corpus, minilm, capsys):
+    from searchgym.cli import main
+
+    path = write_jsonl(tmp_path / "ten.jsonl", ten_doc_corpus)
+    assert (
+        main(
+            [
+                "index",
+                "build",
+                str(path),
+                "--out",
+                str(tmp_path / "cli"),
+                "--index",
+                "hnsw",
+                "--hnsw-m",
+                "8",
+                "--limit",
+                "6",
+            ]
+        )
+        == 0
+    )
+    assert "6 documents" in capsys.readouterr().out
+    assert main(["index", "info", str(tmp_path / "cli")]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["num_docs"] == 6 and info["index"]["hnsw_m"] == 8 and info["corpus_file"] is None

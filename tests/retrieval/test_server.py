@@ -1,0 +1,310 @@
+"""The retrieval server and the HTTP client, over loopback, each server on a free port it picks itself."""
+
+import json
+import socket
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+pytest.importorskip("fastapi")
+pytest.importorskip("httpx")
+requests = pytest.importorskip("requests")
+
+from searchgym.corpus import Document
+from searchgym.errors import RetrievalError, RetrievalTimeout
+from searchgym.retrieval import BM25Retriever, DenseRetriever, Hit, HTTPRetriever, HTTPRetrieverConfig, HybridRetriever
+from searchgym.retrieval.http import parse_response
+from searchgym.retrieval.server import BackgroundServer, ServerConfig
+
+QUERIES = ["Which river flows through Rome?", "Who discovered radioactivity?", "zzqxj", "Berlin"]
+
+
+@pytest.fixture
+def bm25(ten_doc_corpus):
+    r = BM25Retriever(ten_doc_corpus, cache_dir=False)
+    r.search(["Rome"], 1)  # numba compiles on the first search: keep that out of request timeouts
+    return r
+
+
+def test_server_speaks_search_r1(bm25):
+    with BackgroundServer(bm25) as server:
+        # Exactly what Search-R1's generation.py sends, with the library it uses.
+        payload = {"queries": QUERIES[:2], "topk": 3, "return_scores": True}
+        response = requests.post(server.url, json=payload, timeout=10)
+        assert response.status_code == 200 and response.headers["content-type"] == "application/json"
+        body = response.json()
+        assert list(body) == ["result"] and len(body["result"]) == 2
+        first = body["result"][0]
+        assert len(first) == 3 and all(set(item) == {"document", "score"} for item in first)
+        assert all(set(item["document"]) == {"id", "contents"} for item in first)
+        assert first[0]["document"] == {
+            "id": "d7",
+            "contents": '"Tiber"\nThe Tiber is the third-longest river in Italy and flows through Rome.',
+        }
+        # Search-R1's _passages2string: title is the first line of contents, text the rest.
+        content = first[0]["document"]["contents"]
+        assert content.split("\n")[0] == '"Tiber"' and "\n".join(content.split("\n")[1:]).startswith("The Tiber")
+        direct = bm25.search(QUERIES[:2], 3)
+        assert [[(i["document"]["id"], i["score"]) for i in row] for row in body["result"]] == [
+            [(h.doc.id, h.score) for h in hits] for hits in direct
+        ]
+
+        # Without return_scores: bare documents. Without topk: the server's default (3).
+        plain = requests.post(server.url, json={"queries": ["Tiber"]}, timeout=10).json()
+        assert plain["result"][0][0] == {"id": "d7", "contents": first[0]["document"]["contents"]}
+        assert (
+            len(requests.post(server.url, json={"queries": ["river"], "topk": None}, timeout=10).json()["result"][0])
+            == 3
+        )
+        assert requests.post(server.url, json={"queries": []}, timeout=10).json() == {"result": []}
+
+        health = requests.get(server.url.replace("/retrieve", "/health"), timeout=10).json()
+        assert health["status"] == "ok" and health["retriever"] == bm25.describe() and health["documents"] == 10
+
+
+def test_http_retriever_returns_what_direct_calls_return(ten_doc_corpus, bm25, minilm):
+    dense = DenseRetriever(ten_doc_corpus, encoder=minilm, cache_dir=False)
+    for retriever in (bm25, dense, HybridRetriever([bm25, dense])):
+        with BackgroundServer(retriever) as server, HTTPRetriever(server.url) as client:
+            assert client.search(QUERIES, 5) == retriever.search(QUERIES, 5)
+            described = client.describe()
+            assert (
+                described["remote"] == retriever.describe() and described["corpus_hash"] == ten_doc_corpus.content_hash
+            )
+
+
+def test_http_retriever_splits_large_batches(bm25):
+    with BackgroundServer(bm25, ServerConfig(port=0, max_queries=2)) as server:
+        client = HTTPRetriever(HTTPRetrieverConfig(url=server.url, max_queries_per_request=2))
+        assert client.search(QUERIES, 2) == bm25.search(QUERIES, 2)
+        with pytest.raises(RetrievalError, match="413"):
+            HTTPRetriever(server.url).search(QUERIES, 2)
+
+
+def test_requests_over_the_caps_are_refused(bm25):
+    config = ServerConfig(port=0, max_queries=4, max_query_chars=50, max_topk=5, max_body_bytes=2000)
+    with BackgroundServer(bm25, config) as server:
+
+        def post(**kw):
+            return requests.post(server.url, timeout=10, **kw)
+
+        assert post(json={"queries": ["a"] * 5}).status_code == 413
+        assert post(json={"queries": ["a" * 51]}).status_code == 413
+        assert post(json={"queries": ["a"], "topk": 6}).status_code == 413
+        assert post(data=json.dumps({"queries": ["a"], "pad": "x" * 3000})).status_code == 413
+        for bad in (
+            {"queries": "Rome"},
+            {"queries": [1]},
+            {"queries": ["a"], "topk": "3"},
+            {"queries": ["a"], "return_scores": "yes"},
+            [1],
+        ):
+            r = post(json=bad)
+            assert r.status_code == 422 and "detail" in r.json(), bad
+        assert post(data=b"{not json").status_code == 422
+        assert post(json={"queries": ["Rome"], "topk": 5}).status_code == 200
+
+
+class _Echo:
+    """Returns one document per query naming the query; slow, so that concurrent requests queue up."""
+
+    def __init__(self, delay_s=0.05):
+        self.delay_s, self.calls = delay_s, []
+
+    def search(self, queries, k):
+        self.calls.append(len(queries))
+        time.sleep(self.delay_s)
+        return [[Hit(Document(f"id:{q}", q, f"text {q}"), float(j)) for j in range(k)] for q in queries]
+
+    def describe(self):
+        return {"kind": "echo", "corpus_hash": None}
+
+
+def test_concurrent_requests_are_batched_and_answered_in_their_own_order():
+    echo = _Echo()
+    with BackgroundServer(echo) as server, HTTPRetriever(server.url) as client:
+
+        def one(i):
+            return client.search([f"q{i}-a", f"q{i}-b"], 2)
+
+        with ThreadPoolExecutor(16) as pool:
+            results = list(pool.map(one, range(48)))
+        stats = requests.get(server.url.replace("/retrieve", "/health"), timeout=10).json()["stats"]
+    for i, hits in enumerate(results):
+        assert [h[0].doc.id for h in hits] == [f"id:q{i}-a", f"id:q{i}-b"] and [x.score for x in hits[0]] == [0.0, 1.0]
+    warm_up, *served = echo.calls  # one search ran before the server accepted requests
+    assert warm_up == 1 and stats["requests"] == 48 and stats["queries"] == 96 and sum(served) == 96
+    # 48 requests against a 50 ms retriever: far fewer calls than requests, several requests per call.
+    assert stats["retriever_calls"] == len(served) < 24 and stats["largest_batch"] >= 8
+
+
+def test_a_failing_retriever_gives_500_and_the_server_keeps_serving(bm25):
+    class Flaky:
+        """Fails its first two searches: the warm-up (the server starts anyway) and the first request."""
+
+        def __init__(self):
+            self.failures = 2
+
+        def search(self, queries, k):
+            if self.failures:
+                self.failures -= 1
+                raise RuntimeError("index on fire")
+            return bm25.search(queries, k)
+
+        def describe(self):
+            return bm25.describe()
+
+    with BackgroundServer(Flaky()) as server:
+        with pytest.raises(RetrievalError, match="500.*index on fire"):
+            HTTPRetriever(server.url).search(["Rome"], 1)
+        assert HTTPRetriever(server.url).search(["Rome"], 1)[0][0].doc.id == "d1"
+
+
+def test_killed_server_raises_within_the_timeout(bm25):
+    server = BackgroundServer(bm25).start()
+    client = HTTPRetriever(HTTPRetrieverConfig(url=server.url, timeout_s=2.0, retries=2, backoff_s=0.1))
+    assert client.search(["Rome"], 1)[0][0].doc.id == "d1"
+    server.stop()
+    start = time.monotonic()
+    with pytest.raises(RetrievalError) as raised:
+        client.search(["Rome"], 1)
+    assert time.monotonic() - start < 2.0 and "3 attempt" in str(raised.value)
+
+
+def test_hung_server_raises_a_timeout_within_the_budget():
+    # Accepts connections and reads requests, but never answers.
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    held = []
+    stop = threading.Event()
+
+    def accept():
+        listener.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                held.append(listener.accept()[0])
+            except OSError:
+                pass
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        client = HTTPRetriever(
+            HTTPRetrieverConfig(url=f"http://127.0.0.1:{listener.getsockname()[1]}/retrieve", timeout_s=1.0)
+        )
+        start = time.monotonic()
+        with pytest.raises(RetrievalTimeout):
+            client.search(["Rome"], 1)
+        assert 0.9 < time.monotonic() - start < 2.0
+    finally:
+        stop.set()
+        for conn in held:
+            conn.close()
+        listener.close()
+
+
+class _Scripted(BaseHTTPRequestHandler):
+    """Answers with the next (status, body) in `script`."""
+
+    script: list = []
+    bodies: list = []
+
+    def do_POST(self):
+        self.bodies.append(json.loads(self.rfile.read(int(self.headers["content-length"]))))
+        status, body = self.script.pop(0)
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def scripted():
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Scripted)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield httpd, f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_retries_transient_errors_but_not_client_errors(scripted):
+    _, base = scripted
+    ok = {"result": [[{"document": {"id": "7", "contents": '"T"\nbody'}, "score": 2.5}]]}
+    _Scripted.script, _Scripted.bodies = [(503, b"busy"), (503, b"busy"), (200, ok)], []
+    client = HTTPRetriever(HTTPRetrieverConfig(url=base, retries=2, backoff_s=0.01))  # a bare base URL gets /retrieve
+    assert client.search(["q"], 3) == [[Hit(Document("7", "T", "body"), 2.5)]]
+    assert _Scripted.bodies == [{"queries": ["q"], "topk": 3, "return_scores": True}] * 3
+
+    _Scripted.script = [(400, {"detail": "bad"}), (200, ok)]
+    with pytest.raises(RetrievalError, match="1 attempt.*400"):
+        client.search(["q"], 3)
+    _Scripted.script = [(503, b"busy")] * 3
+    with pytest.raises(RetrievalError, match="3 attempt"):
+        client.search(["q"], 3)
+    _Scripted.script = [(200, b"<html>")]
+    with pytest.raises(RetrievalError, match="invalid JSON"):
+        client.search(["q"], 3)
+
+
+def test_parse_response_accepts_search_r1_variants():
+    # Bare documents (return_scores ignored), title/text without id (Pyserini BM25 servers).
+    body = {"result": [[{"id": "1", "contents": '"A"\nalpha'}], [{"title": "B", "text": "beta", "contents": "x"}]]}
+    (a,), (b,) = parse_response(body, 2, 3)
+    assert a == Hit(Document("1", "A", "alpha"), 0.0)
+    assert b.doc.title == "" and b.doc.text == "x" and b.doc.id.startswith("sha1:")
+    assert parse_response({"result": [[{"text": "beta", "title": "B"}]]}, 1, 3)[0][0].doc.title == "B"
+    assert len(parse_response({"result": [[{"id": str(i), "contents": "c"} for i in range(5)]]}, 1, 2)[0]) == 2
+    for bad in (
+        {},
+        {"result": [[]]},
+        {"result": [{"x": 1}]},
+        {"result": [[{"score": 1}]]},
+        {"result": [[{"document": {"contents": "c"}, "score": "hi"}]]},
+    ):
+        with pytest.raises(RetrievalError):
+            parse_response(bad, 1 if bad.get("result") != [[]] else 2, 3)
+
+
+def test_config_errors():
+    from searchgym.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="http"):
+        HTTPRetrieverConfig(url="localhost:8000")
+    with pytest.raises(ConfigError, match="timeout"):
+        HTTPRetrieverConfig(url="http://127.0.0.1:1", timeout_s=0)
+    with pytest.raises(ConfigError, match="default_topk"):
+        ServerConfig(default_topk=10, max_topk=5)
+
+
+def test_env_uses_a_server_by_url(bm25, small_records):
+    from searchgym.envs import SearchQAEnv
+
+    with BackgroundServer(bm25) as server:
+        env = SearchQAEnv(small_records, retriever=server.url, top_k=2, candidates=5)
+        env.reset(options={"index": 1})
+        _, _, _, _, info = env.step("<search>who discovered radioactivity</search>")
+        assert info["shown"][0]["id"] == "d5" and info["candidates"]["ids"] == [
+            h.doc.id for h in bm25.search(["who discovered radioactivity"], 5)[0]
+        ]
+
+
+def test_serve_command_checks_its_arguments(tmp_path, ten_doc_corpus):
+    from searchgym.cli.serve import build_retriever
+    from searchgym.errors import ConfigError
+    from tests.retrieval.conftest import write_jsonl
+
+    with pytest.raises(ConfigError, match="needs --corpus"):
+        build_retriever("bm25", None, None, None)
+    with pytest.raises(ConfigError, match="needs --corpus"):
+        build_retriever("hybrid", None, str(tmp_path), None)
+    with pytest.raises(ConfigError, match="needs --index"):
+        build_retriever("dense", None, None, None)
+    served = build_retriever(None, str(write_jsonl(tmp_path / "c.jsonl", ten_doc_corpus)), None, str(tmp_path / "cache"))
+    assert served.describe()["kind"] == "bm25" and served.describe()["corpus_hash"] == ten_doc_corpus.content_hash
