@@ -4,7 +4,27 @@ This module is the one place the schema is defined; the docs page and the env do
 RL learners read these keys and nothing else: they never re-derive labels from text.
 
 Version history:
-- 1: first version.
+- 1: first version. Refined before release, without changing any key's meaning: `TurnLabels` gained
+  `pending`, `analysis` and `error`; `EpisodeSummary` gained `judge_failures`.
+
+Judge labels (`TurnLabels`)
+---------------------------
+Search turns get u (retrieval utility), v (reasoning correctness) and p = u * v (CW-GRPO's contribution),
+each 0 or 1. Answer and invalid turns get a `TurnLabels` whose three values are None (CW-GRPO weighs search
+rounds only). Without a judge `labels` is None. A *synchronous* judge (`deferred=False`, e.g. `GoldJudge`)
+fills the labels at the step they describe. A *deferred* judge (`deferred=True`, e.g. `LLMJudge` by
+default) labels every search round of the episode in one batch when the episode ends: the step infos then
+carry placeholders (`pending=True`, values None) and the filled labels are in
+`info["episode"]["turn_labels"]` (which holds every turn's final labels in both modes, so a learner that
+reads labels there works with either kind of judge). A judge failure (timeout,
+backend error, malformed output, an exception) never raises out of `step`: the turn gets u = v = p = 0,
+`failed=True` and an `error` kind, and `episode["judge_failures"]` counts it.
+
+Entity matches (`EntityMatches`)
+--------------------------------
+Present whenever the record has gold entities (and the env's `match_entities` is on). Matching is
+`searchgym.entities`: whole phrases after normalization (case, accents, punctuation, articles,
+whitespace). gamma (`rate`) counts the thinking text only, cumulatively over the episode.
 
 Step info (`StepInfo`), returned by every `step`:
 
@@ -22,8 +42,8 @@ Step info (`StepInfo`), returned by every `step`:
 | `shown` | list of `ShownDoc` | documents shown to the agent, in shown order |
 | `candidates` | `Candidates` or None | the retriever's candidate pool (ids, titles, scores) for this search |
 | `ranker` | dict or None | the ranker call record (inputs, raw output, parsed order, validity) for model rankers |
-| `labels` | `TurnLabels` or None | judge labels for this turn (None when no judge is configured) |
-| `entities` | `EntityMatches` or None | gold-entity matches up to this turn (None when the record has no gold entities) |
+| `labels` | `TurnLabels` or None | judge labels for this turn (None when no judge is configured; see above) |
+| `entities` | `EntityMatches` or None | gold-entity matches up to this turn (None when the record has no gold entities or matching is off) |
 | `reward` | `RewardParts` | the reward and its components |
 | `episode` | `EpisodeSummary` | only on the step that ends the episode |
 """
@@ -52,17 +72,24 @@ class Candidates(TypedDict):
 
 class TurnLabels(TypedDict):
     retrieval_utility: int | None
-    """u: 1 when the round's documents are relevant to the question and new; None for non-search turns."""
+    """u: 1 when the round's documents are relevant to the question and new; None for non-search turns
+    and for pending (deferred) labels."""
     reasoning_correctness: int | None
     """v: 1 when the round's reasoning is grounded in evidence seen so far and its action is useful."""
     contribution: int | None
     """p = u * v (CW-GRPO)."""
     judge: str
-    """Which judge produced the labels."""
+    """Which judge produced the labels (`Judge.name`, e.g. `gold`, `llm`)."""
     deferred: bool
     """True when the labels are only filled in at the episode's end (slow judges, batched)."""
+    pending: bool
+    """True on a step of a deferred judge: the values are None here; read `episode["turn_labels"]`."""
     failed: bool
     """True when the judge failed for this turn (labels are then 0 and counted)."""
+    analysis: str | None
+    """The judge's explanation: `GoldJudge`'s rule trace, or the LLM judge's `analysis` text."""
+    error: str | None
+    """Why a failed turn failed: `timeout`, `backend`, `malformed`, `exception` or `count_mismatch`."""
 
 
 class EntityMatches(TypedDict):
@@ -102,6 +129,8 @@ class EpisodeSummary(TypedDict):
     format_valid: bool
     turn_labels: list[TurnLabels | None]
     """Every turn's labels, in order (deferred judges fill them in here)."""
+    judge_failures: int
+    """How many search turns of this episode the judge failed to label (0 without a judge)."""
     entity_rate: float | None
     """The episode's gold-entity match rate gamma (None without gold entities)."""
 

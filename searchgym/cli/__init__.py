@@ -12,7 +12,7 @@ import logging
 import sys
 
 # Modules under searchgym.cli that provide subcommands; imported lazily so `--help` stays fast.
-SUBCOMMANDS: tuple[str, ...] = ()
+SUBCOMMANDS: tuple[str, ...] = ("index", "serve", "judge")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -5,15 +5,17 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import gymnasium as gym
 
-from searchgym.corpus import Corpus
+from searchgym.corpus import Corpus, Document
 from searchgym.data.records import QARecord
+from searchgym.envs.credit import EpisodeCredit
 from searchgym.envs.spaces import UnicodeText
 from searchgym.errors import ConfigError, EpisodeStateError
 from searchgym.info import SCHEMA_VERSION, EpisodeSummary, ResetInfo, RewardParts, StepInfo
+from searchgym.judges.base import Judge, resolve_judge
 from searchgym.protocol import Action, ActionProtocol, resolve_protocol
 from searchgym.rankers import Ranker, resolve_ranker
 from searchgym.retrieval import Hit, Retriever, resolve_retriever
@@ -50,6 +52,14 @@ class SearchQAEnv(gym.Env[str, str]):
     match after SQuAD normalization by default (`"f1"`, `"cover_em"` or any function). EM, F1, cover-EM and
     format validity are always reported in `info["reward"]`.
 
+    ## Credit signals in `info` (schema: `searchgym.info`, docs/step-info.md)
+    With a `judge`, every search turn is labelled with retrieval utility u, reasoning correctness v and
+    contribution p = u * v (`info["labels"]`); a deferred judge labels all rounds at the episode's end, in
+    `info["episode"]["turn_labels"]`. A judge failure never raises: the round gets labels 0 and
+    `failed=True`. When the question has gold entities, `info["entities"]` reports E-GRPO's whole-phrase
+    matches in the thinking text (and, for analysis, in the query and the shown documents) and the
+    running match rate gamma; `info["episode"]["entity_rate"]` is the episode's gamma.
+
     ## Starting State
     A question drawn uniformly from the records with `self.np_random`, or the one chosen by
     `options={"index": i}` or `options={"question_id": id}`.
@@ -69,6 +79,10 @@ class SearchQAEnv(gym.Env[str, str]):
     - `top_k`: documents shown per search (3). `candidates`: pool retrieved per search (50).
     - `max_turns`: turns before truncation (4). `max_query_chars`: longer queries are invalid (1000).
     - `cache_dir`: where retrieval indexes are cached (`~/.cache/searchgym`; False disables).
+    - `judge`: None (no labels), `"gold"` (`GoldJudge`, rules over the gold annotations) or any `Judge`,
+      e.g. `LLMJudge(backend)`. `judge_mode`: `"sync"` or `"deferred"`; None follows the judge's own
+      `deferred` attribute (gold: sync; LLM: deferred).
+    - `match_entities`: report gold-entity matches when the question has gold entities (True).
     - `render_mode`: None or `"ansi"` (the transcript as text).
 
     ## Version History
@@ -101,6 +115,9 @@ class SearchQAEnv(gym.Env[str, str]):
         max_query_chars: int = 1000,
         cache_dir: str | Path | None | bool = None,
         render_mode: str | None = None,
+        judge: str | Judge | None = None,
+        judge_mode: Literal["sync", "deferred"] | None = None,
+        match_entities: bool = True,
     ):
         if not records:
             raise ConfigError("SearchQAEnv needs at least one question record")
@@ -114,6 +131,8 @@ class SearchQAEnv(gym.Env[str, str]):
             raise ConfigError(f"render_mode must be None or 'ansi', got {render_mode!r}")
         if template is not None and "{question}" not in template:
             raise ConfigError("template must contain a '{question}' field")
+        if judge_mode not in (None, "sync", "deferred"):
+            raise ConfigError(f"judge_mode must be None, 'sync' or 'deferred', got {judge_mode!r}")
         self.records = list(records)
         self._by_id = {r.id: i for i, r in enumerate(self.records)}
         self.corpus = corpus
@@ -122,6 +141,9 @@ class SearchQAEnv(gym.Env[str, str]):
         self.answer_reward = resolve_answer_reward(answer_reward)
         self.protocol = resolve_protocol(action_format, template=template, max_query_chars=max_query_chars)
         self.top_k, self.candidates, self.max_turns = top_k, candidates, max_turns
+        self.judge = resolve_judge(judge)
+        self.judge_deferred = bool(self.judge.deferred) if judge_mode is None and self.judge is not None else judge_mode == "deferred"
+        self.match_entities = bool(match_entities)
         self.render_mode = render_mode
         self.observation_space = UnicodeText(MAX_TEXT)
         self.action_space = UnicodeText(MAX_TEXT)
@@ -131,6 +153,7 @@ class SearchQAEnv(gym.Env[str, str]):
         self.done = True
         self.transcript: list[tuple[str, str]] = []
         self.turn_infos: list[StepInfo] = []
+        self._credit: EpisodeCredit | None = None
 
     # -- Gymnasium API ----------------------------------------------------------------------------------
 
@@ -140,6 +163,8 @@ class SearchQAEnv(gym.Env[str, str]):
         self.turn = 0
         self.done = False
         self.turn_infos = []
+        self._credit = EpisodeCredit(self.record, self.judge, deferred=self.judge_deferred,
+                                     match_entities=self.match_entities, gold_docs_searchable=self._gold_docs_searchable())
         prompt = self.protocol.render_prompt(self.record.question)
         self.transcript = [("prompt", prompt)]
         info: ResetInfo = {
@@ -159,13 +184,17 @@ class SearchQAEnv(gym.Env[str, str]):
         info = self._new_info(parsed)
         self.transcript.append(("agent", action if isinstance(action, str) else repr(action)))
         reward, terminated = 0.0, False
+        assert self._credit is not None
         if parsed.kind == "search":
-            observation = self._search(parsed.query or "", info)
-        elif parsed.kind == "answer":
-            reward = self._score(parsed.answer or "", info)
-            observation, terminated = "", True
+            observation, shown = self._search(parsed.query or "", info)
+            info["labels"], info["entities"] = self._credit.search_turn(self.turn, parsed.thinking, parsed.query or "", shown)
         else:
-            observation = self.protocol.render_invalid(parsed)
+            if parsed.kind == "answer":
+                reward = self._score(parsed.answer or "", info)
+                observation, terminated = "", True
+            else:
+                observation = self.protocol.render_invalid(parsed)
+            info["labels"], info["entities"] = self._credit.other_turn(parsed.thinking)
         info["reward"]["total"] = reward
         self.turn += 1
         truncated = not terminated and self.turn >= self.max_turns
@@ -229,7 +258,17 @@ class SearchQAEnv(gym.Env[str, str]):
             "reward": {},
         }
 
-    def _search(self, query: str, info: StepInfo) -> str:
+    def _gold_docs_searchable(self) -> bool | None:
+        """Whether the record's gold document ids are in the corpus searched (None when unknown)."""
+        assert self.record is not None
+        if not self.record.gold_docs:
+            return None
+        corpus = self.corpus if self.corpus is not None else getattr(self.retriever, "corpus", None)
+        if not isinstance(corpus, Corpus):
+            return None
+        return any(doc_id in corpus for doc_id in self.record.gold_docs)
+
+    def _search(self, query: str, info: StepInfo) -> tuple[str, list[Document]]:
         assert self.record is not None
         pool: list[Hit] = self.retriever.search([query], self.candidates)[0]
         ranked = self.ranker.rank(self.record.question, query, pool, self.top_k)
@@ -242,7 +281,8 @@ class SearchQAEnv(gym.Env[str, str]):
         }
         info["shown"] = [{"id": pool[i].doc.id, "title": pool[i].doc.title, "score": pool[i].score, "candidate_rank": i} for i in order]
         info["ranker"] = ranked.call
-        return self.protocol.render_documents([h.doc for h in shown])
+        docs = [h.doc for h in shown]
+        return self.protocol.render_documents(docs), docs
 
     def _score(self, answer: str, info: StepInfo) -> float:
         assert self.record is not None
@@ -255,7 +295,9 @@ class SearchQAEnv(gym.Env[str, str]):
         return parts["answer"]
 
     def _summary(self, *, answered: bool) -> EpisodeSummary:
+        assert self._credit is not None
         infos = self.turn_infos
+        turn_labels, judge_failures = self._credit.finish()
         last = infos[-1]["reward"]
         agent_turns = [text for role, text in self.transcript if role == "agent"]
         return {
@@ -267,7 +309,8 @@ class SearchQAEnv(gym.Env[str, str]):
             "f1": last.get("f1", 0.0),
             "cover_em": last.get("cover_em", 0.0),
             "format_valid": answered and format_valid(agent_turns),
-            "turn_labels": [i["labels"] for i in infos],
-            "entity_rate": infos[-1]["entities"]["rate"] if infos[-1]["entities"] else None,
+            "turn_labels": turn_labels,
+            "judge_failures": judge_failures,
+            "entity_rate": self._credit.entity_rate,
         }
 

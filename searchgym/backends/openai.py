@@ -1,0 +1,156 @@
+"""`OpenAIChatBackend`: an OpenAI-compatible `/v1/chat/completions` client (SGLang, vLLM, OpenAI, ...).
+
+Each conversation of a batch is one HTTP request; a batch's requests run concurrently on a small thread
+pool (SGLang and vLLM batch concurrent requests on the server). Every request has a connect and a read
+timeout; failures that may pass (connection errors, timeouts, HTTP 429 and 5xx, an unreadable body) are
+retried `max_retries` times with exponential backoff, then raise `BackendTimeout` (the last failure was a
+timeout) or `BackendError`. Other HTTP errors (400, 401, 404...) raise at once. So a dead server raises
+after at most `(max_retries + 1) * (connect_timeout_s + backoff)` seconds and a hung one after at most
+`(max_retries + 1) * (timeout_s + backoff)`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from searchgym.backends.base import ChatMessage
+from searchgym.errors import BackendError, BackendTimeout, ConfigError
+
+__all__ = ["OpenAIChatBackend", "OpenAIConfig"]
+
+logger = logging.getLogger(__name__)
+
+_RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+
+
+@dataclass(frozen=True)
+class OpenAIConfig:
+    base_url: str
+    """The server's API root, e.g. `http://127.0.0.1:30000/v1` (SGLang) or `http://127.0.0.1:8000/v1` (vLLM)."""
+    model: str
+    """The `model` field of each request (the served model's name)."""
+    api_key: str | None = field(default=None, repr=False)
+    """Sent as a bearer token when given; never read from the environment by the library."""
+    timeout_s: float = 120.0
+    """Read timeout of one request, in seconds (a judge reply with analysis can take a while)."""
+    connect_timeout_s: float = 5.0
+    max_retries: int = 2
+    """Retries after the first attempt, for failures that may pass."""
+    backoff_s: float = 0.5
+    """Wait before the first retry; doubles for each further retry."""
+    max_concurrency: int = 16
+    """Requests of one batch in flight at once."""
+    extra_body: Mapping[str, Any] = field(default_factory=dict)
+    """Extra request fields, e.g. `{"chat_template_kwargs": {"enable_thinking": False}}` for Qwen3 on SGLang."""
+
+    def __post_init__(self) -> None:
+        if not self.base_url.startswith(("http://", "https://")):
+            raise ConfigError(f"OpenAIConfig.base_url must start with http:// or https://, got {self.base_url!r}")
+        if not self.model:
+            raise ConfigError("OpenAIConfig.model must name the served model")
+        if self.timeout_s <= 0 or self.connect_timeout_s <= 0:
+            raise ConfigError("OpenAIConfig timeouts must be > 0 seconds")
+        if self.max_retries < 0 or self.backoff_s < 0:
+            raise ConfigError("OpenAIConfig.max_retries and backoff_s must be >= 0")
+        if self.max_concurrency < 1:
+            raise ConfigError(f"OpenAIConfig.max_concurrency must be >= 1, got {self.max_concurrency}")
+
+
+class _Retryable(Exception):
+    def __init__(self, message: str, *, timeout: bool = False):
+        super().__init__(message)
+        self.timeout = timeout
+
+
+class OpenAIChatBackend:
+    """A `ChatBackend` over an OpenAI-compatible HTTP server. Close it (or use `with`) to free its
+    connections."""
+
+    def __init__(self, config: OpenAIConfig):
+        import httpx
+
+        self.config = config
+        self._url = config.base_url.rstrip("/") + "/chat/completions"
+        headers = {"Authorization": f"Bearer {config.api_key}"} if config.api_key else {}
+        timeout = httpx.Timeout(config.timeout_s, connect=config.connect_timeout_s)
+        limits = httpx.Limits(max_connections=config.max_concurrency, max_keepalive_connections=config.max_concurrency)
+        self._client = httpx.Client(timeout=timeout, headers=headers, limits=limits)
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "openai", "base_url": self.config.base_url, "model": self.config.model, "extra_body": dict(self.config.extra_body)}
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> OpenAIChatBackend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def chat(self, conversations: Sequence[Sequence[ChatMessage]], *, max_tokens: int = 512, temperature: float = 0.0) -> list[str]:
+        convs = [list(c) for c in conversations]
+        if len(convs) <= 1:
+            return [self._complete(c, max_tokens, temperature) for c in convs]
+        with ThreadPoolExecutor(max_workers=min(self.config.max_concurrency, len(convs)), thread_name_prefix="openai-chat") as pool:
+            futures = [pool.submit(self._complete, c, max_tokens, temperature) for c in convs]
+            errors = []
+            replies = []
+            for f in futures:
+                try:
+                    replies.append(f.result())
+                except BackendError as e:
+                    errors.append(e)
+        if errors:
+            first = errors[0]
+            kind = BackendTimeout if all(isinstance(e, BackendTimeout) for e in errors) else BackendError
+            raise kind(f"{len(errors)} of {len(convs)} chat requests failed; first: {first}") from first
+        return replies
+
+    def _complete(self, messages: list[ChatMessage], max_tokens: int, temperature: float) -> str:
+        body = {**self.config.extra_body, "model": self.config.model, "messages": messages,
+                "max_tokens": max_tokens, "temperature": temperature}
+        attempts = self.config.max_retries + 1
+        last: _Retryable | None = None
+        for attempt in range(attempts):
+            if attempt:
+                time.sleep(self.config.backoff_s * 2 ** (attempt - 1))
+            try:
+                return self._post(body)
+            except _Retryable as e:
+                last = e
+                logger.debug("chat request to %s failed (attempt %d/%d): %s", self._url, attempt + 1, attempts, e)
+        assert last is not None
+        kind = BackendTimeout if last.timeout else BackendError
+        raise kind(f"{self._url}: {last} (after {attempts} attempts); check that the server is up and serves "
+                   f"model {self.config.model!r}, or raise timeout_s")
+
+    def _post(self, body: dict[str, Any]) -> str:
+        import httpx
+
+        try:
+            response = self._client.post(self._url, json=body)
+        except httpx.TimeoutException as e:
+            raise _Retryable(f"timed out ({type(e).__name__})", timeout=True) from e
+        except httpx.TransportError as e:
+            raise _Retryable(f"connection failed ({type(e).__name__}: {e})") from e
+        except (httpx.HTTPError, httpx.InvalidURL) as e:
+            raise BackendError(f"{self._url}: request failed ({type(e).__name__}: {e})") from e
+        if response.status_code in _RETRY_STATUS:
+            raise _Retryable(f"HTTP {response.status_code}: {response.text[:200]}")
+        if response.status_code >= 400:
+            raise BackendError(f"{self._url}: HTTP {response.status_code}: {response.text[:300]}")
+        try:
+            content = response.json()["choices"][0]["message"]["content"]
+        except (ValueError, KeyError, IndexError, TypeError) as e:
+            raise _Retryable(f"unreadable response body ({type(e).__name__}): {response.text[:200]!r}") from e
+        if content is None:
+            return ""
+        if not isinstance(content, str):
+            raise _Retryable(f"message content is {type(content).__name__}, not text")
+        return content

@@ -1,0 +1,193 @@
+"""Gold-entity matching as E-GRPO defines it.
+
+A gold entity *matches* a text when its normalized form occurs in the normalized text as a whole phrase
+(a run of whole words). Normalization (`normalize_entity`): Unicode NFKD with accents dropped, case
+folded, every punctuation or symbol character replaced by a space, the articles a/an/the dropped, runs of
+whitespace collapsed. Punctuation becomes a space rather than vanishing (SQuAD's answer normalization
+deletes it) so that a possessive or a hyphen does not glue words together: "Becquerel's" still contains
+"Becquerel", and "Jean-Paul" matches "Jean Paul".
+
+The E-GRPO match rate of a trajectory is gamma = |gold entities matched in the thinking text| / m, where m
+counts the distinct non-empty normalized gold entities (two spellings that normalize alike count once; an
+entity that normalizes to nothing, such as "The", is dropped). Only the thinking text counts towards gamma;
+matches in queries and shown documents are reported for analysis. `relative_rates` is E-GRPO's group
+normalization gamma_i / max_j gamma_j.
+
+>>> normalize_entity("The Glass-Meridian's  Author")
+'glass meridian s author'
+>>> entities_in("Curie's lab was in PARIS.", ["Marie Curie", "Paris", "Curie"])
+['Paris', 'Curie']
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
+
+from searchgym.info import EntityMatches
+
+__all__ = [
+    "EntityMatcher",
+    "PhraseSet",
+    "clear_caches",
+    "contains_phrase",
+    "entities_in",
+    "match_rate",
+    "normalize_entity",
+    "padded",
+    "relative_rates",
+]
+
+_NON_WORD = re.compile(r"[\W_]+", re.UNICODE)
+_ARTICLES = frozenset({"a", "an", "the"})
+# The same for ASCII text, in one bytes.translate pass: upper case to lower case, and every character that
+# is not a letter or a digit (punctuation, "_", control characters) to a space. Most corpus text is ASCII,
+# and this takes a few microseconds where the Unicode regex takes tens.
+_NON_ALNUM = bytes(c for c in range(128) if not chr(c).isalnum())
+_UPPER, _LOWER = bytes(range(65, 91)), bytes(range(97, 123))
+_ASCII_NON_WORD = bytes.maketrans(_NON_ALNUM + _UPPER, b" " * len(_NON_ALNUM) + _LOWER)
+_ASCII_ARTICLES = frozenset(a.encode() for a in _ARTICLES)
+
+
+@lru_cache(maxsize=16384)
+def normalize_entity(text: str) -> str:
+    """Accents dropped, case folded, punctuation to spaces, articles dropped, whitespace collapsed.
+
+    Cached: the same documents and gold names are normalized at every step of an episode.
+    """
+    if text.isascii():
+        words = text.encode("ascii").translate(_ASCII_NON_WORD).split()
+        return b" ".join([w for w in words if w not in _ASCII_ARTICLES]).decode("ascii")
+    decomposed = "".join(ch for ch in unicodedata.normalize("NFKD", text) if not unicodedata.combining(ch))
+    words = _NON_WORD.sub(" ", decomposed.casefold()).split()
+    return " ".join([w for w in words if w not in _ARTICLES])
+
+
+@lru_cache(maxsize=16384)
+def padded(text: str) -> str:
+    """`normalize_entity(text)` with a space on each side: whole-phrase search is then one substring test,
+    `f" {phrase} " in padded(text)`. Padded texts joined together never match across the join."""
+    return f" {normalize_entity(text)} "
+
+
+def clear_caches() -> None:
+    """Forget every cached normalization (for memory, or to time cold runs)."""
+    normalize_entity.cache_clear()
+    padded.cache_clear()
+
+
+def contains_phrase(normalized_text: str, normalized_phrase: str) -> bool:
+    """True when the phrase occurs in the text as whole words (both already normalized)."""
+    if not normalized_phrase:
+        return False
+    return f" {normalized_phrase} " in f" {normalized_text} "
+
+
+def _distinct(gold: Iterable[str]) -> list[tuple[str, str]]:
+    """(original, normalized) for each gold entity, first spelling kept, empty normalizations dropped."""
+    seen: set[str] = set()
+    out = []
+    for name in gold:
+        norm = normalize_entity(name)
+        if norm and norm not in seen:
+            seen.add(norm)
+            out.append((name, norm))
+    return out
+
+
+def entities_in(text: str, gold: Sequence[str]) -> list[str]:
+    """The gold entities (original spelling, gold order, duplicates collapsed) found in `text`."""
+    phrases = PhraseSet(norm for _, norm in _distinct(gold))
+    names = [name for name, _ in _distinct(gold)]
+    return [names[i] for i in phrases.find(text)]
+
+
+class PhraseSet:
+    """Normalized phrases to look for, as whole phrases, in raw texts.
+
+    `find` first checks, on the merely lower-cased text, that each phrase's longest word occurs at all;
+    only texts that pass are normalized. For the many documents that mention no gold entity this costs a
+    microsecond instead of a full normalization. (Valid for ASCII texts, whose normalized words are
+    substrings of the lower-cased text; other texts are always normalized.)
+    """
+
+    def __init__(self, phrases: Iterable[str]):
+        self.phrases = tuple(p for p in phrases if p)
+        self._padded = tuple(f" {p} " for p in self.phrases)
+        self._probes = tuple(max(p.split(), key=len) for p in self.phrases)
+
+    def __len__(self) -> int:
+        return len(self.phrases)
+
+    def find(self, text: str) -> list[int]:
+        """Indices of the phrases that occur in `text` (raw, not normalized), in phrase order."""
+        if not self.phrases or not text:
+            return []
+        if text.isascii():
+            low = text.lower()
+            candidates = [i for i, probe in enumerate(self._probes) if probe in low]
+            if not candidates:
+                return []
+        else:
+            candidates = range(len(self.phrases))
+        norm = padded(text)
+        return [i for i in candidates if self._padded[i] in norm]
+
+
+def match_rate(matched: int, total: int) -> float:
+    """gamma = matched / total; 0.0 when there are no gold entities."""
+    if total < 0 or matched < 0 or matched > total:
+        raise ValueError(f"need 0 <= matched <= total, got matched={matched}, total={total}")
+    return matched / total if total else 0.0
+
+
+def relative_rates(rates: Sequence[float]) -> list[float]:
+    """E-GRPO's group normalization: gamma_i / max_j gamma_j, all zeros when the maximum is 0."""
+    top = max(rates, default=0.0)
+    return [r / top if top > 0 else 0.0 for r in rates]
+
+
+class EntityMatcher:
+    """Tracks one episode's gold-entity matches, turn by turn.
+
+    >>> m = EntityMatcher(["Rome", "Tiber"])
+    >>> m.update("The capital of Italy is Rome.", "Tiber river", ["The Tiber flows through Rome."])["new_in_thinking"]
+    ['Rome']
+    >>> m.update("So the river is the tiber", None, [])["rate"]
+    1.0
+    """
+
+    def __init__(self, gold: Sequence[str]):
+        distinct = _distinct(gold)
+        self.gold: list[str] = [name for name, _ in distinct]
+        self._phrases = PhraseSet(norm for _, norm in distinct)
+        self._matched: set[str] = set()
+        self.matched: list[str] = []
+        """Gold entities matched in the thinking so far, in the order they were first matched."""
+
+    @property
+    def rate(self) -> float:
+        return match_rate(len(self.matched), len(self.gold))
+
+    def _found(self, text: str) -> list[str]:
+        return [self.gold[i] for i in self._phrases.find(text)]
+
+    def update(self, thinking: str, query: str | None, docs: Sequence[str]) -> EntityMatches:
+        """Record one turn: its thinking text, its query (None for non-search turns) and the shown
+        documents' text (title and body). Returns this turn's `EntityMatches`."""
+        new = [name for name in self._found(thinking) if name not in self._matched]
+        self._matched.update(new)
+        self.matched.extend(new)
+        in_docs: set[int] = set()
+        for doc in docs:
+            in_docs.update(self._phrases.find(doc))
+        return {
+            "gold": list(self.gold),
+            "matched_thinking": list(self.matched),
+            "new_in_thinking": new,
+            "in_query": self._found(query) if query else [],
+            "in_docs": [self.gold[i] for i in sorted(in_docs)],
+            "rate": len(self.matched) / len(self.gold) if self.gold else 0.0,
+        }

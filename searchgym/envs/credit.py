@@ -1,0 +1,92 @@
+"""Per-episode credit signals for `SearchQAEnv`: judge labels and gold-entity matches.
+
+`EpisodeCredit` is created at `reset` and fed every turn. It never raises because of a judge: whatever a
+judge does (raise, return the wrong number of verdicts, return something that is not a `Verdict`), the
+affected rounds get the documented failure labels (u = v = p = 0, `failed=True`) and are counted.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from searchgym.corpus import Document
+from searchgym.data.records import QARecord
+from searchgym.entities import EntityMatcher
+from searchgym.info import EntityMatches, TurnLabels
+from searchgym.judges.base import Judge, JudgeRequest, SearchRound, Verdict, empty_turn_labels, to_turn_labels
+
+logger = logging.getLogger(__name__)
+
+
+def safe_label(judge: Judge, requests: Sequence[JudgeRequest]) -> list[Verdict]:
+    """`judge.label(requests)`, with every way it can go wrong turned into failure verdicts."""
+    if not requests:
+        return []
+    try:
+        verdicts = judge.label(requests)
+    except Exception as e:  # noqa: BLE001 - step must not raise for a judge; the failure is recorded instead
+        logger.warning("judge %r raised %s: %s; labelling %d round(s) as failed", getattr(judge, "name", "?"), type(e).__name__, e, len(requests))
+        return [Verdict.failure("exception", f"{type(e).__name__}: {e}")] * len(requests)
+    if not isinstance(verdicts, list) or len(verdicts) != len(requests):
+        got = len(verdicts) if isinstance(verdicts, list) else type(verdicts).__name__
+        logger.warning("judge %r returned %s verdicts for %d rounds", getattr(judge, "name", "?"), got, len(requests))
+        return [Verdict.failure("count_mismatch", f"judge returned {got} verdicts for {len(requests)} rounds")] * len(requests)
+    return [v if isinstance(v, Verdict) else Verdict.failure("exception", f"judge returned a {type(v).__name__}") for v in verdicts]
+
+
+class EpisodeCredit:
+    """Judge labels and entity matches for one episode, turn by turn."""
+
+    def __init__(self, record: QARecord, judge: Judge | None, *, deferred: bool, match_entities: bool,
+                 gold_docs_searchable: bool | None):
+        self.record = record
+        self.judge = judge
+        self.deferred = deferred
+        self.gold_docs_searchable = gold_docs_searchable
+        self.matcher = EntityMatcher(record.gold_entities) if match_entities and record.gold_entities else None
+        if self.matcher is not None and not self.matcher.gold:
+            self.matcher = None  # every gold entity normalizes to nothing: there is nothing to match
+        self.rounds: list[SearchRound] = []
+        self.pending: list[tuple[int, JudgeRequest]] = []
+        self.labels: list[TurnLabels | None] = []
+        """Every turn's labels so far (what the step infos carried)."""
+
+    @property
+    def entity_rate(self) -> float | None:
+        return None if self.matcher is None else self.matcher.rate
+
+    def search_turn(self, turn: int, thinking: str, query: str, docs: Sequence[Document]) -> tuple[TurnLabels | None, EntityMatches | None]:
+        # The observation shows each title with its text, so a match in either counts as "in the shown documents".
+        entities = self.matcher.update(thinking, query, [f"{d.title} {d.text}" for d in docs]) if self.matcher else None
+        rnd = SearchRound(thinking=thinking, query=query, docs=tuple(docs))
+        labels: TurnLabels | None = None
+        if self.judge is not None:
+            request = JudgeRequest(self.record, rnd, tuple(self.rounds), turn, self.gold_docs_searchable)
+            if self.deferred:
+                self.pending.append((turn, request))
+                labels = empty_turn_labels(self.judge.name, deferred=True, pending=True)
+            else:
+                labels = to_turn_labels(safe_label(self.judge, [request])[0], self.judge.name, deferred=False)
+        self.rounds.append(rnd)
+        self.labels.append(labels)
+        return labels, entities
+
+    def other_turn(self, thinking: str) -> tuple[TurnLabels | None, EntityMatches | None]:
+        """An answer or invalid turn: its thinking still counts for entity matching; no judge labels."""
+        entities = self.matcher.update(thinking, None, []) if self.matcher else None
+        labels = None if self.judge is None else empty_turn_labels(self.judge.name, deferred=self.deferred, pending=False)
+        self.labels.append(labels)
+        return labels, entities
+
+    def finish(self) -> tuple[list[TurnLabels | None], int]:
+        """Every turn's final labels (a deferred judge labels all rounds now, in one batch) and how many
+        search turns failed to be labelled."""
+        final = list(self.labels)
+        if self.judge is not None and self.pending:
+            verdicts = safe_label(self.judge, [req for _, req in self.pending])
+            for (turn, _), verdict in zip(self.pending, verdicts):
+                final[turn] = to_turn_labels(verdict, self.judge.name, deferred=True)
+            self.pending = []
+        failures = sum(1 for lab in final if lab is not None and lab["failed"])
+        return final, failures

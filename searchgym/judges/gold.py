@@ -1,0 +1,267 @@
+"""`GoldJudge`: rule-based labels from a record's gold annotations, cheap enough for every step.
+
+What the labels mean
+--------------------
+Names below are compared with `searchgym.entities` (whole phrases after normalization). The *evidence
+basis* decides which shown documents are relevant (`GoldJudgeConfig.relevance`; `auto` picks the first
+that applies):
+
+- `doc_ids`: a document is relevant when its id is one of `record.gold_docs` (used when the record has gold
+  documents and they exist in the corpus searched);
+- `titles`: when its title is one of `record.gold_titles` (an external corpus such as wiki-18, where only
+  titles carry over; documents of one title count as one);
+- `answers`: when its title or text contains a gold answer (records with no gold documents or titles:
+  NQ, TriviaQA, Bamboogle; yes/no answers never count, they match too much).
+
+Each relevant document has a key (its id; its title for `titles`; one shared key for `answers`). A round
+has **retrieval utility u = 1** iff it shows a relevant document whose key no earlier round showed. So a
+gold document shown again is not novel, and under `answers` only the first answer-bearing round counts.
+
+**Reasoning correctness v = 1** iff all of these hold:
+
+1. *grounded*: every gold name (gold entities, gold titles, answers other than yes/no) that the round's
+   thinking or query mentions already appears in the question or in a document shown in an earlier round.
+   Naming the next entity before any evidence revealed it is a guess, even a lucky one;
+2. *not a repeat*: the normalized query differs from every earlier query;
+3. *something is missing*: not all needed evidence has been seen yet (every gold document for `doc_ids`,
+   every gold title for `titles`, any answer-bearing document for `answers`);
+4. *targets the frontier*: the targets are the grounded gold titles whose evidence is not yet seen (the
+   subject of an open hop; both sides of a comparison) and the latest grounded gold entity in hop order
+   (the bridge just found, whose document may carry another title). A query that names a gold entity or
+   title must name a target. A query that names none is useful only while no document has revealed a
+   gold entity beyond the question, and then only if at least `min_question_overlap` of its content
+   words occur in the question (a rephrasing of what is asked). A rephrased retry after a failed search
+   stays useful: it names the same target with other words.
+
+Blind spots, by construction: claims about entities that are not gold (an invented founder, a twin's
+facts) are invisible to rule 1, and common knowledge counts as ungrounded. The synthetic calibration set
+(`searchgym judge calibrate`) measures how often this matters.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from searchgym.corpus import Document
+from searchgym.data.records import QARecord
+from searchgym.entities import PhraseSet, normalize_entity, padded
+from searchgym.errors import ConfigError
+from searchgym.judges.base import JudgeRequest, SearchRound, Verdict
+
+__all__ = ["GoldJudge", "GoldJudgeConfig"]
+
+Basis = Literal["doc_ids", "titles", "answers"]
+
+_TRIVIAL_ANSWERS = frozenset({"yes", "no"})
+_STOPWORDS = frozenset(
+    "a an and are as at be by did do does for from has have how in into is it its of on or the to was were what "
+    "when where which who whom whose why with".split()
+)
+
+
+@dataclass(frozen=True)
+class GoldJudgeConfig:
+    relevance: Literal["auto", "doc_ids", "titles", "answers"] = "auto"
+    """The evidence basis (see the module docstring); `auto`: `doc_ids` when the record has gold documents
+    that the corpus holds, else `titles` when it has gold titles, else `answers`."""
+    min_question_overlap: float = 0.5
+    """Share of a query's content words that must occur in the question when the query names no gold
+    title, for the query to count as useful."""
+
+    def __post_init__(self) -> None:
+        if self.relevance not in ("auto", "doc_ids", "titles", "answers"):
+            raise ConfigError(f"GoldJudgeConfig.relevance must be auto, doc_ids, titles or answers; got {self.relevance!r}")
+        if not 0.0 <= self.min_question_overlap <= 1.0:
+            raise ConfigError(f"GoldJudgeConfig.min_question_overlap must be in [0, 1], got {self.min_question_overlap}")
+
+
+def _content_words(normalized: str) -> list[str]:
+    return [w for w in normalized.split() if w not in _STOPWORDS]
+
+
+@dataclass(frozen=True)
+class _Gold:
+    """A record's gold annotations, normalized once."""
+
+    ids: frozenset[str]
+    titles: tuple[str, ...]
+    entities: tuple[str, ...]
+    """Hop order."""
+    names: tuple[str, ...]
+    """Entities, then titles, then answers (yes/no left out), duplicates collapsed."""
+    name_set: PhraseSet
+    """`names`, to find in raw texts."""
+    answer_set: PhraseSet
+    in_question: frozenset[str]
+    """Names that the question itself mentions."""
+    asked: frozenset[str]
+    """The question's content words."""
+
+    @classmethod
+    def of(cls, rec: QARecord) -> _Gold:
+        titles = tuple(dict.fromkeys(t for t in map(normalize_entity, rec.gold_titles) if t))
+        answers = tuple(dict.fromkeys(a for a in map(normalize_entity, rec.answers) if a and a not in _TRIVIAL_ANSWERS))
+        entities = tuple(dict.fromkeys(e for e in map(normalize_entity, rec.gold_entities) if e))
+        names = tuple(dict.fromkeys([*entities, *titles, *answers]))
+        name_set = PhraseSet(names)
+        return cls(frozenset(rec.gold_docs), titles, entities, names, name_set, PhraseSet(answers),
+                   frozenset(names[i] for i in name_set.find(rec.question)),
+                   frozenset(_content_words(normalize_entity(rec.question))))
+
+
+@dataclass(frozen=True)
+class _Seen:
+    """What the rounds before the judged one showed."""
+
+    keys: frozenset[str]
+    """Relevance keys of the relevant documents shown."""
+    resolved: frozenset[str]
+    """Normalized titles of the relevant documents shown."""
+    grounded: frozenset[str]
+    """Gold names that occur in the question or in a shown document."""
+    queries: frozenset[str]
+    """Padded earlier queries."""
+
+
+_STATES = 512  # cached episode prefixes; an episode needs its latest one, so this covers 512 parallel episodes
+
+
+class GoldJudge:
+    """Labels search rounds from gold annotations (see the module docstring for the exact rules).
+
+    >>> from searchgym.corpus import Document
+    >>> from searchgym.data.records import QARecord
+    >>> from searchgym.judges.base import JudgeRequest, SearchRound
+    >>> rec = QARecord("q", "Who discovered radioactivity?", ("Henri Becquerel",), gold_docs=("d5",))
+    >>> doc = Document("d5", "Radioactivity", "Radioactivity was discovered by Henri Becquerel.")
+    >>> v = GoldJudge().label([JudgeRequest(rec, SearchRound("", "radioactivity discovered", (doc,)))])[0]
+    >>> v.retrieval_utility, v.reasoning_correctness
+    (1, 1)
+    """
+
+    name = "gold"
+    deferred = False
+
+    def __init__(self, config: GoldJudgeConfig | None = None):
+        self.config = config or GoldJudgeConfig()
+        # Records seen lately, by identity (records hold dicts, so they are not hashable): an episode's
+        # steps all ask about the same record.
+        self._prepared: OrderedDict[int, tuple[QARecord, _Gold]] = OrderedDict()
+        self._states: OrderedDict[tuple, tuple[QARecord, tuple[SearchRound, ...], _Seen]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "gold", "relevance": self.config.relevance, "min_question_overlap": self.config.min_question_overlap}
+
+    def label(self, requests: Sequence[JudgeRequest]) -> list[Verdict]:
+        return [self.judge(r) for r in requests]
+
+    def basis(self, request: JudgeRequest) -> Basis:
+        if self.config.relevance != "auto":
+            return self.config.relevance
+        rec = request.record
+        if rec.gold_docs and request.gold_docs_searchable is not False:
+            return "doc_ids"
+        if rec.gold_titles:
+            return "titles"
+        return "answers"
+
+    def _gold(self, rec: QARecord) -> _Gold:
+        with self._lock:
+            hit = self._prepared.get(id(rec))
+        if hit is not None and hit[0] is rec:
+            return hit[1]
+        gold = _Gold.of(rec)
+        with self._lock:
+            self._prepared[id(rec)] = (rec, gold)
+            if len(self._prepared) > 256:
+                self._prepared.popitem(last=False)
+        return gold
+
+    @staticmethod
+    def _key(basis: Basis, gold: _Gold, doc: Document) -> str | None:
+        """The relevance key of a document, None when it is not relevant."""
+        if basis == "doc_ids":
+            return doc.id if doc.id in gold.ids else None
+        if basis == "titles":
+            t = normalize_entity(doc.title)
+            return t if t in gold.titles else None
+        return "answer" if gold.answer_set.find(f"{doc.title} {doc.text}") else None
+
+    def _seen(self, rec: QARecord, gold: _Gold, basis: Basis, history: tuple[SearchRound, ...]) -> _Seen:
+        """What `history` showed. Cached per episode prefix, so that an episode's k-th step only adds the
+        (k-1)-th round instead of rescanning them all."""
+        if not history:
+            return _Seen(frozenset(), frozenset(), gold.in_question, frozenset())
+        key = (id(rec), basis, *map(id, history))
+        with self._lock:
+            hit = self._states.get(key)
+            if hit is not None and hit[0] is rec and all(a is b for a, b in zip(hit[1], history)):
+                self._states.move_to_end(key)
+                return hit[2]
+        prev = self._seen(rec, gold, basis, history[:-1])
+        last = history[-1]
+        keys, resolved, grounded = set(prev.keys), set(prev.resolved), set(prev.grounded)
+        for doc in last.docs:
+            grounded.update(gold.names[i] for i in gold.name_set.find(f"{doc.title} {doc.text}"))
+            k = self._key(basis, gold, doc)
+            if k is not None:
+                keys.add(k)
+                resolved.add(normalize_entity(doc.title))
+        state = _Seen(frozenset(keys), frozenset(resolved), frozenset(grounded), prev.queries | {padded(last.query)})
+        with self._lock:
+            self._states[key] = (rec, history, state)
+            while len(self._states) > _STATES:
+                self._states.popitem(last=False)
+        return state
+
+    def judge(self, request: JudgeRequest) -> Verdict:
+        rec = request.record
+        gold = self._gold(rec)
+        basis = self.basis(request)
+        history = request.history if isinstance(request.history, tuple) else tuple(request.history)
+        seen = self._seen(rec, gold, basis, history)
+        new = [d.id for d in request.round.docs if (k := self._key(basis, gold, d)) is not None and k not in seen.keys]
+        u = int(bool(new))
+        u_why = f"u=1: new relevant document {new[0]} ({basis})" if u else f"u=0: no new relevant document ({basis})"
+        v, v_why = self._reasoning(request, gold, basis, seen)
+        return Verdict(u, v, analysis=f"{u_why}; {v_why}")
+
+    def _reasoning(self, request: JudgeRequest, gold: _Gold, basis: Basis, seen: _Seen) -> tuple[int, str]:
+        rnd = request.round
+        grounded = seen.grounded
+        named = [gold.names[i] for i in gold.name_set.find(rnd.query)]
+        for n in [*(gold.names[i] for i in gold.name_set.find(rnd.thinking)), *named]:
+            if n not in grounded:
+                return 0, f"v=0: mentions {n!r} before any evidence showed it"
+        query = padded(rnd.query)
+        if query in seen.queries:
+            return 0, "v=0: repeats an earlier query"
+        if basis == "doc_ids":
+            done = gold.ids <= seen.keys
+        elif basis == "titles":
+            done = set(gold.titles) <= seen.keys
+        else:
+            done = bool(seen.keys)
+        if done:
+            return 0, "v=0: all needed evidence was already found"
+        targets = {t for t in gold.titles if t in grounded and t not in seen.resolved}
+        reached = [e for e in gold.entities if e in grounded]
+        if reached:
+            targets.add(reached[-1])
+        hit = [n for n in named if n in targets]
+        if hit:
+            return 1, f"v=1: query targets {hit[0]!r}"
+        if named:
+            return 0, "v=0: query names only entities whose evidence was already found"
+        if any(e not in gold.in_question for e in reached):
+            return 0, "v=0: evidence revealed a gold entity, but the query names none to follow up"
+        words = _content_words(query)
+        overlap = sum(w in gold.asked for w in words) / len(words) if words else 0.0
+        if overlap >= self.config.min_question_overlap:
+            return 1, f"v=1: query rephrases the question ({overlap:.2f} overlap)"
+        return 0, f"v=0: query is off the question ({overlap:.2f} overlap)"

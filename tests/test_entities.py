@@ -1,0 +1,124 @@
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from searchgym.entities import EntityMatcher, contains_phrase, entities_in, match_rate, normalize_entity, relative_rates
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("Henri Becquerel", "henri becquerel"),
+        ("  HENRI\tBecquerel\n", "henri becquerel"),
+        ("The Tiber", "tiber"),
+        ("an apple a day", "apple day"),
+        ("Becquerel's lab", "becquerel s lab"),
+        ("Jean-Paul Sartre", "jean paul sartre"),
+        ("U.S.A.", "u s"),  # the lone "a" reads as an article; both sides normalize alike, so matching holds
+        ("Gödel, Kurt", "godel kurt"),
+        ("Théâtre", "theatre"),
+        ("The", ""),
+        ("", ""),
+        ("snake_case", "snake case"),
+    ],
+)
+def test_normalize_entity(text, expected):
+    assert normalize_entity(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text, phrase, expected",
+    [
+        ("romeo and juliet", "rome", False),  # a word inside a longer word is not a match
+        ("to rome and back", "rome", True),
+        ("in new york city", "new york", True),
+        ("new yorker", "new york", False),
+        ("rome", "rome", True),
+        ("anything", "", False),  # an empty phrase never matches
+    ],
+)
+def test_contains_phrase_is_whole_words(text, phrase, expected):
+    assert contains_phrase(text, phrase) is expected
+
+
+def test_case_punctuation_and_article_variants_match():
+    gold = ["Henri Becquerel", "The Glass Meridian", "Jean-Paul Sartre"]
+    text = "HENRI BECQUEREL's notes mention glass meridian; so did Jean Paul Sartre."
+    assert entities_in(text, gold) == gold
+    assert entities_in("Henri and Becquerel, glass-meridians", gold) == []
+
+
+def test_entities_in_collapses_duplicate_spellings_and_drops_empty():
+    assert entities_in("Paris is big", ["Paris", "paris", "The", "PARIS."]) == ["Paris"]
+
+
+def test_match_rate_and_relative_rates():
+    assert match_rate(0, 0) == 0.0
+    assert match_rate(1, 4) == 0.25
+    with pytest.raises(ValueError):
+        match_rate(3, 2)
+    # E-GRPO: gamma_i / max_j gamma_j; all zeros when nobody matched anything.
+    assert relative_rates([0.5, 0.25, 0.0]) == [1.0, 0.5, 0.0]
+    assert relative_rates([0.0, 0.0]) == [0.0, 0.0]
+    assert relative_rates([]) == []
+
+
+def test_matcher_turn_by_turn():
+    m = EntityMatcher(["Rome", "Tiber", "rome", "The"])
+    assert m.gold == ["Rome", "Tiber"]  # duplicate spelling and empty normalization dropped: m = 2
+    first = m.update("I need the capital of Italy.", "capital of Italy", ["Rome Rome is the capital city of Italy."])
+    # Rome appears only in the documents: reported there, not matched, gamma stays 0.
+    assert first == {"gold": ["Rome", "Tiber"], "matched_thinking": [], "new_in_thinking": [], "in_query": [],
+                     "in_docs": ["Rome"], "rate": 0.0}
+    second = m.update("ROME is the capital; which river flows through it?", "river Rome Tiber?", ["Tiber The Tiber flows through Rome."])
+    assert second["new_in_thinking"] == ["Rome"]
+    assert second["in_query"] == ["Rome", "Tiber"]
+    assert second["in_docs"] == ["Rome", "Tiber"]
+    assert second["rate"] == 0.5
+    third = m.update("Rome again, and the answer is the Tiber.", None, [])
+    assert third["new_in_thinking"] == ["Tiber"]  # Rome was matched before: not new
+    assert third["matched_thinking"] == ["Rome", "Tiber"] and third["rate"] == 1.0
+    assert third["in_query"] == [] and third["in_docs"] == []
+    assert math.isclose(m.rate, 1.0)
+
+
+def _reference(text: str) -> str:
+    """The normalization spelled out the slow way, to check the fast ASCII path against."""
+    import re
+    import unicodedata
+
+    decomposed = "".join(ch for ch in unicodedata.normalize("NFKD", text) if not unicodedata.combining(ch))
+    words = re.sub(r"[\W_]+", " ", decomposed.casefold()).split()
+    return " ".join(w for w in words if w not in {"a", "an", "the"})
+
+
+_pieces = st.sampled_from(["a", "an", "the", "The", "A", " ", "-", "'s", "_", ".", "\x00", "\t", "Rome", "é", "Ünïcode", "ß", "İ", "x"])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.one_of(st.text(max_size=60), st.lists(_pieces, max_size=20).map("".join)))
+def test_fast_normalization_matches_the_reference(text):
+    assert normalize_entity.__wrapped__(text) == _reference(text)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_pieces, max_size=25).map("".join), st.lists(st.lists(_pieces, min_size=1, max_size=4).map("".join), max_size=4))
+def test_phrase_set_agrees_with_normalize_and_contains(text, phrases):
+    from searchgym.entities import PhraseSet
+
+    norms = [normalize_entity(p) for p in phrases]
+    ps = PhraseSet(norms)
+    expected = [i for i, p in enumerate(n for n in norms if n) if contains_phrase(normalize_entity(text), p)]
+    assert ps.find(text) == expected
+
+
+def test_phrase_set_prefilter_and_unicode():
+    from searchgym.entities import PhraseSet
+
+    ps = PhraseSet(["henri becquerel", "godel"])
+    assert ps.find("Nothing relevant here.") == []
+    assert ps.find("HENRI-Becquerel's lab") == [0]
+    assert ps.find("Henri and Becquerel") == []  # both words present, not as one phrase
+    assert ps.find("Kurt Gödel and Henri Becquerel") == [0, 1]  # non-ASCII: normalized, accents dropped
