@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 from pathlib import Path
@@ -112,12 +113,12 @@ class SyntheticSearchQAEnv(SearchQAEnv):
         cache_dir: str | Path | None | Literal[False] = None,
         **env_options: Any,
     ):
-        from searchgym.data.synthetic import QuestionConfig, SyntheticWorld, WorldConfig
+        from searchgym.data.synthetic import QuestionConfig
 
         _check_env_options(type(self).__name__, env_options)
         if isinstance(hops, list):
             hops = tuple(hops)
-        self.world = SyntheticWorld.generate(WorldConfig(num_entities=num_entities, seed=seed))
+        self.world = _shared_world(num_entities, seed)
         """The generated world: entities, relations and `oracle_trajectory(record)`."""
         records = self.world.questions(QuestionConfig(hops=hops, num_questions=num_questions, split=split, seed=seed))
         super().__init__(records, self.world.corpus, cache_dir=cache_dir, **env_options)
@@ -156,6 +157,15 @@ class CustomSearchQAEnv(SearchQAEnv):
         if corpus is None and isinstance(env_options.get("retriever", "bm25"), str):
             raise DataNotFoundError("no corpus: pass corpus_path= a corpus file, or retriever= a retriever object", path=data_path)
         super().__init__(_limit(list(loaded.records), limit), corpus, cache_dir=cache_dir, **env_options)
+
+
+@functools.lru_cache(maxsize=4)
+def _shared_world(num_entities: int, seed: int):
+    """Worlds are immutable and deterministic, so envs of one process share them: a vector env or a
+    rollout engine with 32 envs builds the world once, not 32 times."""
+    from searchgym.data.synthetic import SyntheticWorld, WorldConfig
+
+    return SyntheticWorld.generate(WorldConfig(num_entities=num_entities, seed=seed))
 
 
 def _hub_cache(cache_dir: str | Path | None | Literal[False]) -> Path:
