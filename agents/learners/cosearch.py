@@ -1,0 +1,291 @@
+"""COSEARCH: the agent and a generative ranker trained together. How it differs from plain GRPO:
+
+1. Two policies learn: the agent (GRPO on its outcome reward, unchanged) and the LLM ranker that picks
+   which K of the retriever's N candidates the agent sees (`searchgym.rankers.llm`).
+2. The ranker's GRPO groups are not "same prompt": ranker calls from all trajectories are clustered.
+   Sub-queries are normalized (lowercase, no articles or punctuation), calls are split by whether any
+   candidate holds a gold answer (I_ans), and each call joins the first cluster (same I_ans) whose
+   representative, its first member, has token F1 >= delta (0.8) with it; else it starts a new cluster.
+3. Clusters under 3 calls, and clusters whose rewards are all equal, are dropped.
+4. The ranker's reward is Eq. 6, with r_rel = mean(Hit@1, Hit@3, Hit@5) over the shown order (a document
+   is relevant when it contains a gold answer), r_main = the trajectory's answer token F1 and f = the
+   ranker output parsed:
+       -alpha (0.2)        if f = 0
+       r_rel               if I_ans and r_rel <= gamma (0.5)
+       r_rel + r_main      if I_ans and r_rel > gamma
+       r_main              if not I_ans
+5. Each policy is updated by the GRPO core on its own groups (ranker clusters differ in size, so their
+   advantages use the flat layout of `agents.core.group_advantages`).
+
+Choices where the method's description is silent:
+- "Contains a gold answer" is `searchgym.rewards.cover_exact_match`: a normalized gold answer occurring
+  as whole tokens in the normalized text ("Paris" is not in "Parisian").
+- When fewer than k documents are shown, Hit@k looks at those shown (Hit@5 = Hit@3 with top_k = 3).
+- Clustering runs over whatever calls it is given (the trainer passes a step's batch); it does not split
+  by question.
+- The agent's reward is GRPO's default (EM, `reward_key`); set `reward_key="f1"` to train it on F1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from agents.core import group_advantages
+from agents.learners.grpo import GRPOConfig
+from searchgym.errors import ConfigError
+from searchgym.rewards import cover_exact_match, normalize_answer, token_f1
+
+__all__ = [
+    "CoSearchConfig",
+    "RankerBatch",
+    "RankerCall",
+    "RankerScore",
+    "calls_from_trajectory",
+    "cluster_calls",
+    "hits_at",
+    "normalize_query",
+    "rank_batch",
+    "ranker_reward",
+    "score_call",
+    "select_groups",
+]
+
+
+@dataclass
+class CoSearchConfig(GRPOConfig):
+    """GRPO's options (used by both policies) plus the ranker's grouping and reward."""
+
+    delta: float = 0.8
+    """Token-F1 threshold for a call to join a cluster."""
+    min_group_size: int = 3
+    """Clusters with fewer calls are dropped."""
+    format_penalty: float = 0.2
+    """alpha of Eq. 6: the reward of a ranker output that did not parse is -alpha."""
+    rel_threshold: float = 0.5
+    """gamma of Eq. 6: above it, a ranking that found the answer also earns the agent's answer F1."""
+    hit_ks: tuple[int, ...] = (1, 3, 5)
+    """r_rel is the mean of Hit@k over these k."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not 0 < self.delta <= 1:
+            raise ConfigError(f"delta must be in (0, 1], got {self.delta}")
+        if self.min_group_size < 2:
+            raise ConfigError(
+                f"min_group_size must be >= 2 (a group of one has no relative advantage), got {self.min_group_size}"
+            )
+        if self.format_penalty < 0:
+            raise ConfigError(f"format_penalty must be >= 0 (the reward is -format_penalty), got {self.format_penalty}")
+        if not 0 <= self.rel_threshold <= 1:
+            raise ConfigError(f"rel_threshold must be in [0, 1], got {self.rel_threshold}")
+        if not self.hit_ks or any(k < 1 for k in self.hit_ks):
+            raise ConfigError(f"hit_ks must be positive cut-offs, got {self.hit_ks}")
+
+
+@dataclass(frozen=True)
+class RankerCall:
+    """One ranker call, as a learner needs it, read from step info `info["ranker"]`.
+
+    `from_info` expects the keys `searchgym.rankers.llm.LLMRanker` writes: `query` (the sub-query),
+    `candidate_ids` (the N candidates in retriever order), `order` (0-based candidate positions shown,
+    best first; the retriever-order fallback when invalid), `valid` (the output parsed), and optionally
+    `question`, `messages` and `raw_output` (what training the ranker replays). The candidates' texts
+    come from a `candidate_texts` key when present, else from `texts` (id -> text, e.g. the corpus).
+    """
+
+    query: str
+    candidate_ids: tuple[str, ...]
+    candidate_texts: tuple[str, ...]
+    order: tuple[int, ...]
+    valid: bool
+    question: str = ""
+    trajectory: int = 0
+    """Index of the trajectory that made the call (its r_main is that trajectory's answer F1)."""
+    turn: int = 0
+    messages: tuple[Mapping[str, str], ...] | None = None
+    raw_output: str | None = None
+
+    def __post_init__(self) -> None:
+        if len(self.candidate_ids) != len(self.candidate_texts):
+            raise ConfigError(f"{len(self.candidate_ids)} candidate ids but {len(self.candidate_texts)} texts")
+        if any(not 0 <= i < len(self.candidate_ids) for i in self.order) or len(set(self.order)) != len(self.order):
+            raise ConfigError(
+                f"order {self.order} must hold distinct positions into {len(self.candidate_ids)} candidates"
+            )
+
+    @classmethod
+    def from_info(
+        cls,
+        call: Mapping[str, Any],
+        *,
+        texts: Mapping[str, str] | Callable[[str], str] | None = None,
+        trajectory: int = 0,
+        turn: int = 0,
+    ) -> RankerCall:
+        missing = [k for k in ("query", "candidate_ids", "order", "valid") if k not in call]
+        if missing:
+            raise ConfigError(f"ranker call record lacks {missing}; a model ranker (searchgym.rankers.llm) writes them")
+        ids = tuple(str(i) for i in call["candidate_ids"])
+        if "candidate_texts" in call:
+            candidate_texts = tuple(call["candidate_texts"])
+        elif texts is None:
+            raise ConfigError(
+                "the ranker call record has no candidate_texts: pass texts= (doc id -> text, e.g. from the corpus)"
+            )
+        else:
+            lookup = texts if callable(texts) else texts.__getitem__
+            try:
+                candidate_texts = tuple(lookup(i) for i in ids)
+            except KeyError as e:
+                raise ConfigError(f"no text for candidate {e.args[0]!r}; texts must cover every candidate id") from None
+        messages = call.get("messages")
+        return cls(
+            query=str(call["query"]),
+            candidate_ids=ids,
+            candidate_texts=candidate_texts,
+            order=tuple(int(i) for i in call["order"]),
+            valid=bool(call["valid"]),
+            question=str(call.get("question", "")),
+            trajectory=trajectory,
+            turn=turn,
+            messages=None if messages is None else tuple(messages),
+            raw_output=call.get("raw_output"),
+        )
+
+
+def calls_from_trajectory(
+    infos: Sequence[Mapping[str, Any]],
+    *,
+    texts: Mapping[str, str] | Callable[[str], str] | None = None,
+    trajectory: int = 0,
+) -> list[RankerCall]:
+    """The ranker calls of one trajectory (steps whose `info["ranker"]` is set), in turn order."""
+    return [
+        RankerCall.from_info(info["ranker"], texts=texts, trajectory=trajectory, turn=int(info.get("turn", t)))
+        for t, info in enumerate(infos)
+        if info.get("ranker")
+    ]
+
+
+def hits_at(order: Sequence[int], relevant: Sequence[bool], ks: Sequence[int] = (1, 3, 5)) -> list[float]:
+    """Hit@k for each k: 1.0 when a relevant candidate is among the first k shown."""
+    return [float(any(relevant[i] for i in order[:k])) for k in ks]
+
+
+def ranker_reward(
+    *, valid: bool, has_answer: bool, r_rel: float, r_main: float, alpha: float = 0.2, gamma: float = 0.5
+) -> float:
+    """COSEARCH's Eq. 6 (see the module docstring)."""
+    if not valid:
+        return -alpha
+    if not has_answer:
+        return r_main
+    return r_rel + r_main if r_rel > gamma else r_rel
+
+
+@dataclass(frozen=True)
+class RankerScore:
+    reward: float
+    r_rel: float
+    r_main: float
+    has_answer: bool
+    """I_ans: some candidate holds a gold answer."""
+    valid: bool
+
+
+def score_call(call: RankerCall, golds: Sequence[str], r_main: float, config: CoSearchConfig) -> RankerScore:
+    """Eq. 6 for one call; `golds` are the question's answers, `r_main` its trajectory's answer F1."""
+    relevant = [cover_exact_match(text, golds) > 0 for text in call.candidate_texts]
+    r_rel = sum(hits_at(call.order, relevant, config.hit_ks)) / len(config.hit_ks)
+    has_answer = any(relevant)
+    reward = ranker_reward(
+        valid=call.valid,
+        has_answer=has_answer,
+        r_rel=r_rel,
+        r_main=r_main,
+        alpha=config.format_penalty,
+        gamma=config.rel_threshold,
+    )
+    return RankerScore(reward, r_rel, r_main, has_answer, call.valid)
+
+
+def normalize_query(query: str) -> str:
+    """Lowercase, no punctuation, no articles, single spaces (`searchgym.rewards.normalize_answer`)."""
+    return normalize_answer(query)
+
+
+def cluster_calls(queries: Sequence[str], has_answer: Sequence[bool], delta: float = 0.8) -> list[list[int]]:
+    """Greedy clusters of call indices, in creation order, before any is dropped.
+
+    Each call joins the first cluster with the same I_ans whose representative (first member) has
+    token F1 >= delta with it, compared after `normalize_query`.
+
+    >>> cluster_calls(["The capital of France?", "capital of france", "river of Rome"], [True, True, True])
+    [[0, 1], [2]]
+    """
+    if len(queries) != len(has_answer):
+        raise ConfigError(f"{len(queries)} queries but {len(has_answer)} I_ans flags")
+    clusters: list[tuple[bool, str, list[int]]] = []
+    for i, (query, answerable) in enumerate(zip(queries, has_answer)):
+        norm = normalize_query(query)
+        for flag, representative, members in clusters:
+            if flag == bool(answerable) and token_f1(norm, representative)[0] >= delta:
+                members.append(i)
+                break
+        else:
+            clusters.append((bool(answerable), norm, [i]))
+    return [members for _, _, members in clusters]
+
+
+def select_groups(clusters: Sequence[Sequence[int]], rewards: Sequence[float], min_size: int = 3) -> list[list[int]]:
+    """The clusters with at least `min_size` calls whose rewards are not all equal."""
+    kept = []
+    for members in clusters:
+        values = [rewards[i] for i in members]
+        if len(members) >= min_size and max(values) != min(values):
+            kept.append(list(members))
+    return kept
+
+
+@dataclass(frozen=True)
+class RankerBatch:
+    """What the ranker's GRPO update needs from one batch of calls."""
+
+    scores: list[RankerScore]
+    """One per call, in input order."""
+    groups: list[list[int]]
+    """The kept clusters (call indices)."""
+    advantages: dict[int, float]
+    """Call index -> GRPO advantage within its cluster, for calls in a kept cluster only."""
+
+
+def rank_batch(
+    calls: Sequence[RankerCall], golds: Sequence[Sequence[str]], r_main: Sequence[float], config: CoSearchConfig
+) -> RankerBatch:
+    """Score, cluster, filter and compute advantages for a batch of ranker calls.
+
+    `golds[i]` and `r_main[i]` belong to call i (its question's answers, its trajectory's answer F1).
+    """
+    if not len(calls) == len(golds) == len(r_main):
+        raise ConfigError(f"{len(calls)} calls, {len(golds)} gold lists and {len(r_main)} r_main values must match")
+    scores = [score_call(c, g, m, config) for c, g, m in zip(calls, golds, r_main)]
+    rewards = [s.reward for s in scores]
+    clusters = cluster_calls([c.query for c in calls], [s.has_answer for s in scores], config.delta)
+    groups = select_groups(clusters, rewards, config.min_group_size)
+    members = [i for group in groups for i in group]
+    advantages: dict[int, float] = {}
+    if members:
+        ids = torch.tensor([g for g, group in enumerate(groups) for _ in group])
+        values = group_advantages(
+            torch.tensor([rewards[i] for i in members], dtype=torch.float64),
+            ids,
+            scale=config.scale,
+            eps=config.eps,
+            unbiased=config.unbiased_std,
+        )
+        advantages = dict(zip(members, values.tolist()))
+    return RankerBatch(scores, groups, advantages)

@@ -1,0 +1,262 @@
+"""`HFPolicy`: a transformers causal LM sampled in-process (CPU or GPU).
+
+The sampling loop is written here rather than delegated to `model.generate` so that the logprob of every
+sampled token is computed exactly as `agents.policies.base` defines it, so that each prompt can carry its
+own token budget, and so that finished rows leave the batch (the KV cache shrinks with them) instead of
+being padded until the longest row ends. Prompts are left-padded with explicit position ids, and the
+prefill of a prompt is shared by its `n` samples.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from agents.models import DTypeName, ensure_pad_token, load_model_and_tokenizer
+from agents.policies.base import Completion, SamplingParams, check_budgets, find_stop, resolve_stop_ids
+from searchgym.errors import ConfigError
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class HFPolicyConfig:
+    """How to load and batch an in-process policy."""
+
+    model: str = "smollm2-135m"
+    """`smollm2-135m`, a local model folder, or a Hugging Face id (online users)."""
+    device: str = "cpu"
+    dtype: DTypeName = "auto"
+    """`auto`: bfloat16 on GPUs that support it, float32 otherwise."""
+    cache_dir: str | None = None
+    """Where `smollm2-135m` is converted once (default `~/.cache/searchgym/models`)."""
+    max_batch_rows: int = 64
+    """Rows (prompts x n) decoded together at most; larger calls are split into chunks."""
+    seed: int | None = None
+    """Seeds the policy's sampler once at construction (a call's `SamplingParams.seed` overrides it)."""
+
+    def __post_init__(self) -> None:
+        if self.max_batch_rows < 1:
+            raise ConfigError(f"max_batch_rows must be >= 1, got {self.max_batch_rows}")
+
+
+class HFPolicy:
+    """In-process policy over a `transformers` causal LM.
+
+    The model object is shared, not copied: a learner that trains `policy.model` in place changes what the
+    next `generate` samples (call `mark_updated()` to count it in `weight_version`).
+    """
+
+    def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, *, config: HFPolicyConfig | None = None):
+        self.model = model
+        self.tokenizer = tokenizer
+        self.config = config or HFPolicyConfig()
+        ensure_pad_token(tokenizer)
+        self._version = 0
+        self._device = next(model.parameters()).device
+        self._generator = torch.Generator(device=self._device)
+        # transformers >= 5.2x names the KV-cache argument `cache`; earlier versions `past_key_values`.
+        accepted = inspect.signature(model.forward).parameters
+        self._cache_kw = "cache" if "cache" in accepted else "past_key_values"
+        # Only the last position's logits are needed after the prefill (saves a vocab-sized matmul per token).
+        keep = "logits_to_keep" if "logits_to_keep" in accepted else "num_logits_to_keep" if "num_logits_to_keep" in accepted else None
+        self._keep_last = {keep: 1} if keep else {}
+        if self.config.seed is not None:
+            self._generator.manual_seed(self.config.seed)
+        else:
+            self._generator.seed()
+
+    @classmethod
+    def from_config(cls, config: HFPolicyConfig) -> HFPolicy:
+        model, tokenizer = load_model_and_tokenizer(config.model, cache_dir=config.cache_dir, device=config.device, dtype=config.dtype)
+        return cls(model, tokenizer, config=config)
+
+    # -- generation -------------------------------------------------------------------------------------
+
+    def generate(
+        self, prompts: Sequence[Sequence[int]], params: SamplingParams, *, max_new_tokens: Sequence[int] | None = None
+    ) -> list[list[Completion]]:
+        budgets = check_budgets(prompts, params, max_new_tokens)
+        if any(len(p) == 0 for p in prompts):
+            raise ConfigError("every prompt needs at least one token")
+        generator = self._generator
+        if params.seed is not None:
+            generator = torch.Generator(device=self._device).manual_seed(params.seed)
+        results: list[list[Completion]] = [[] for _ in prompts]
+        # Sorting by length before chunking keeps left padding small.
+        order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+        per_chunk = max(1, self.config.max_batch_rows // params.n)
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            for start in range(0, len(order), per_chunk):
+                chunk = order[start : start + per_chunk]
+                outs = self._decode([list(prompts[i]) for i in chunk], [budgets[i] for i in chunk], params, generator)
+                for k, i in enumerate(chunk):
+                    results[i] = outs[k * params.n : (k + 1) * params.n]
+        finally:
+            self.model.train(was_training)
+        return results
+
+    @torch.inference_mode()
+    def _decode(self, prompts: list[list[int]], budgets: list[int], params: SamplingParams, generator: torch.Generator) -> list[Completion]:
+        from transformers import DynamicCache
+
+        n, device = params.n, self._device
+        pad = int(self.tokenizer.pad_token_id)
+        width = max(len(p) for p in prompts)
+        ids = torch.full((len(prompts), width), pad, dtype=torch.long)
+        attn = torch.zeros((len(prompts), width), dtype=torch.long)
+        for i, p in enumerate(prompts):
+            ids[i, width - len(p) :] = torch.tensor(p, dtype=torch.long)
+            attn[i, width - len(p) :] = 1
+        ids, attn = ids.to(device), attn.to(device)
+        positions = (attn.cumsum(-1) - 1).clamp(min=0)
+        try:
+            cache = DynamicCache(config=self.model.config)
+        except TypeError:  # transformers < 4.56 builds the cache without a config
+            cache = DynamicCache()
+        out = self.model(input_ids=ids, attention_mask=attn, position_ids=positions, use_cache=True, **self._keep_last, **{self._cache_kw: cache})
+        logits = out.logits[:, -1, :].float()
+        if n > 1:  # one prefill per prompt, shared by its n samples
+            cache.batch_repeat_interleave(n)
+            logits, attn, positions = (t.repeat_interleave(n, dim=0) for t in (logits, attn, positions))
+        next_pos = positions[:, -1] + 1
+        row_budget = [b for b in budgets for _ in range(n)]
+        stop_ids = set(resolve_stop_ids(self.tokenizer, params))
+        tail_len = max((len(s.encode("utf-8")) for s in params.stop), default=0) + 1
+        tokens: list[list[int]] = [[] for _ in row_budget]
+        logps: list[list[float]] = [[] for _ in row_budget]
+        ends: list[tuple[str, str | int | None]] = [("length", None)] * len(row_budget)
+        live = list(range(len(row_budget)))  # original row of each batch row
+        while True:
+            tok, lp = sample_tokens(logits, params, generator)
+            keep = []
+            for j, (r, t, l) in enumerate(zip(live, tok.tolist(), lp.tolist())):
+                tokens[r].append(t)
+                logps[r].append(l)
+                end = self._finished(tokens[r], row_budget[r], stop_ids, params.stop, tail_len)
+                if end is None:
+                    keep.append(j)
+                else:
+                    ends[r] = end
+            if not keep:
+                break
+            if len(keep) < len(live):
+                index = torch.tensor(keep, device=device)
+                cache.batch_select_indices(index)
+                attn, next_pos, tok = attn[index], next_pos[index], tok[index]
+                live = [live[j] for j in keep]
+            attn = torch.cat([attn, attn.new_ones((len(live), 1))], dim=1)
+            out = self.model(
+                input_ids=tok[:, None], attention_mask=attn, position_ids=next_pos[:, None], use_cache=True, **{self._cache_kw: cache}
+            )
+            next_pos = next_pos + 1
+            logits = out.logits[:, -1, :].float()
+        return [
+            Completion(
+                token_ids=tokens[r],
+                logprobs=logps[r],
+                text=self.tokenizer.decode(tokens[r], skip_special_tokens=True),
+                finish_reason=ends[r][0],  # type: ignore[arg-type]
+                matched_stop=ends[r][1],
+            )
+            for r in range(len(row_budget))
+        ]
+
+    def _finished(self, tokens: list[int], budget: int, stop_ids: set[int], stops: tuple[str, ...], tail_len: int):
+        if tokens[-1] in stop_ids:
+            return ("stop", tokens[-1])
+        if stops:
+            # A stop string completed by the newest token lies within the last `tail_len` tokens (each token
+            # is at least one byte), and any earlier completion would have stopped an earlier step.
+            hit = find_stop(self.tokenizer.decode(tokens[-tail_len:], skip_special_tokens=False), stops)
+            if hit is not None:
+                return ("stop", hit)
+        if len(tokens) >= budget:
+            return ("length", None)
+        return None
+
+    # -- weights ----------------------------------------------------------------------------------------
+
+    def load_weights(self, path: str | Path) -> None:
+        from safetensors.torch import load_file
+
+        files = sorted(Path(path).glob("*.safetensors"))
+        if not files:
+            raise ConfigError(f"no *.safetensors files in {path}; save the model with save_pretrained(safe_serialization=True)")
+        state: dict[str, torch.Tensor] = {}
+        for f in files:
+            state.update(load_file(str(f)))
+        self.update_weights(state.items())
+
+    @torch.no_grad()
+    def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
+        # Tied weights (lm_head = embeddings) appear under both names in a state_dict.
+        params = dict(self.model.named_parameters(remove_duplicate=False))
+        params.update(dict(self.model.named_buffers(remove_duplicate=False)))
+        seen: set[str] = set()
+        for name, tensor in named_tensors:
+            if name not in params:
+                raise ConfigError(f"weight {name!r} is not in the model; names must match its state_dict")
+            if tuple(params[name].shape) != tuple(tensor.shape):
+                raise ConfigError(f"weight {name!r} has shape {tuple(tensor.shape)}, the model expects {tuple(params[name].shape)}")
+            params[name].copy_(tensor.to(device=params[name].device, dtype=params[name].dtype))
+            seen.add(name)
+        if not seen:
+            raise ConfigError("update_weights got no tensors")
+        self._version += 1
+        logger.debug("updated %d tensors; weight version %d", len(seen), self._version)
+
+    def mark_updated(self) -> None:
+        """Count an in-place update of the shared model (e.g. an optimizer step) as a new weight version."""
+        self._version += 1
+
+    @property
+    def weight_version(self) -> int:
+        return self._version
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "policy": "hf",
+            "model": getattr(self.model.config, "_name_or_path", "") or self.config.model,
+            "dtype": str(next(self.model.parameters()).dtype),
+            "device": str(self._device),
+            "weight_version": self._version,
+        }
+
+
+def sample_tokens(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sample one token per row of `logits` (R, V) and return (tokens (R,), their logprobs (R,)).
+
+    The logprob is `log_softmax(logits / T)` before top-k / top-p filtering (T = 1 when greedy).
+    """
+    if params.temperature == 0:
+        logp = torch.log_softmax(logits, dim=-1)
+        tok = logp.argmax(dim=-1)
+        return tok, logp.gather(1, tok[:, None])[:, 0]
+    scaled = logits / params.temperature
+    logp = torch.log_softmax(scaled, dim=-1)
+    filtered = scaled
+    if params.top_k > 0 and params.top_k < filtered.shape[-1]:
+        kth = torch.topk(filtered, params.top_k, dim=-1).values[:, -1:]
+        filtered = filtered.masked_fill(filtered < kth, float("-inf"))
+    if params.top_p < 1.0:
+        sorted_logits, sorted_idx = torch.sort(filtered, dim=-1, descending=True)
+        cum = torch.softmax(sorted_logits, dim=-1).cumsum(dim=-1)
+        # Drop a token when the mass before it already reaches top_p; the most likely token always stays.
+        drop_sorted = (cum - torch.softmax(sorted_logits, dim=-1)) >= params.top_p
+        drop = torch.zeros_like(drop_sorted).scatter(1, sorted_idx, drop_sorted)
+        filtered = filtered.masked_fill(drop, float("-inf"))
+    probs = torch.softmax(filtered, dim=-1)
+    tok = torch.multinomial(probs, 1, generator=generator)[:, 0]
+    return tok, logp.gather(1, tok[:, None])[:, 0]

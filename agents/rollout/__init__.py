@@ -1,0 +1,14 @@
+"""Multi-turn rollouts over searchgym envs: token ids, loss masks, sampler logprobs and per-round spans.
+
+- `RolloutEngine` / `RolloutConfig`: B questions x G samples with any `Policy`.
+- `Trajectory`, `Segment`: what one episode yields; `collate` turns a batch into tensors.
+- `TraceWriter`, `read_trace`: readable JSONL traces (`python -m agents rollouts show FILE`).
+- `run_chat_episodes`: text-level episodes for chat-API policies (evaluation).
+"""
+
+from agents.rollout.engine import RolloutConfig, RolloutEngine
+from agents.rollout.stats import rollout_metrics
+from agents.rollout.trace import TraceWriter, read_trace
+from agents.rollout.trajectory import EpisodeEnd, Segment, Trajectory
+
+__all__ = ["EpisodeEnd", "RolloutConfig", "RolloutEngine", "Segment", "TraceWriter", "Trajectory", "read_trace", "rollout_metrics"]

@@ -1,0 +1,280 @@
+"""The multi-turn rollout engine: B questions x G samples over searchgym envs, token-exact.
+
+Each turn, every still-running episode's full token context goes to the policy in one batched call
+(the first turn asks for G samples of each group's shared prompt with `n=G`); generation stops at the
+action's closing tag (`</search>`, `</answer>`), EOS, or the turn's budget. The sampled text goes to the
+episode's env; a returned observation is tokenized on its own and appended with loss mask 0. Finished
+episodes are never stepped again. See `agents.rollout.trajectory` for what each trajectory carries.
+
+Observations are appended inline, as Search-R1 does: the agent's turn, the `<information>` block and the
+next turn all continue one assistant message of the chat template.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from typing import Any
+
+import gymnasium as gym
+
+from agents.policies.base import Completion, Policy, SamplingParams
+from agents.rollout.trajectory import EpisodeEnd, Segment, Trajectory
+from searchgym.errors import ConfigError
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_STOPS: dict[str, tuple[str, ...]] = {"tags": ("</search>", "</answer>"), "tool_calls": ("</tool_call>",)}
+"""Stop strings per action grammar (the env protocol's `name`): the closing tag of every action."""
+
+
+@dataclass(frozen=True)
+class RolloutConfig:
+    """How episodes are sampled."""
+
+    group_size: int = 1
+    """G: samples per question (the GRPO group)."""
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    max_turn_tokens: int = 512
+    """Tokens the policy may write in one turn."""
+    max_response_tokens: int = 4096
+    """Tokens after the prompt in the whole episode (agent turns plus observations); beyond it the episode
+    ends as `over_long`."""
+    max_obs_tokens: int | None = None
+    """Observations longer than this many tokens are cut to it (None: never)."""
+    stop: tuple[str, ...] | None = None
+    """Stop strings; None uses the closing tags of the env's action grammar."""
+    system_prompt: str | None = None
+    """A system message placed before the env's prompt (None: whatever the chat template adds)."""
+    use_chat_template: bool = True
+    """Wrap the env's prompt in the tokenizer's chat template as a user message; False feeds it raw."""
+    stop_on_invalid: bool = False
+    """End an episode at its first unparseable action (`format_error`) instead of letting the env explain."""
+    env_workers: int = 1
+    """Threads stepping envs (more than 1 helps with retrieval servers or LLM judges)."""
+    seed: int | None = None
+    """Seeds every sampling call (derived per call), for reproducible rollouts with `HFPolicy`."""
+
+    def __post_init__(self) -> None:
+        if self.group_size < 1:
+            raise ConfigError(f"group_size must be >= 1, got {self.group_size}")
+        if self.max_turn_tokens < 1 or self.max_response_tokens < 1:
+            raise ConfigError("max_turn_tokens and max_response_tokens must be >= 1")
+        if self.max_obs_tokens is not None and self.max_obs_tokens < 1:
+            raise ConfigError(f"max_obs_tokens must be >= 1 or None, got {self.max_obs_tokens}")
+        if self.env_workers < 1:
+            raise ConfigError(f"env_workers must be >= 1, got {self.env_workers}")
+        if self.stop is not None and (not isinstance(self.stop, tuple) or not all(self.stop)):
+            raise ConfigError(f"stop must be None or a tuple of non-empty strings, got {self.stop!r}")
+        # Validates temperature, top_p and top_k early, with SamplingParams' messages.
+        SamplingParams(temperature=self.temperature, top_p=self.top_p, top_k=self.top_k)
+
+
+class _Episode:
+    """Mutable state of one running episode."""
+
+    def __init__(self, env: gym.Env, group: int, sample: int, prompt_text: str, prompt_ids: list[int], reset_info: dict):
+        self.env, self.group, self.sample = env, group, sample
+        self.reset_info = reset_info
+        self.ids: list[int] = list(prompt_ids)
+        self.mask: list[int] = [0] * len(prompt_ids)
+        self.logprobs: list[float] = [0.0] * len(prompt_ids)
+        self.segments = [Segment("prompt", 0, len(prompt_ids), prompt_text, -1)]
+        self.prompt_len = len(prompt_ids)
+        self.infos: list[dict[str, Any]] = []
+        self.reward = 0.0
+        self.end: EpisodeEnd | None = None
+        self.turn = 0
+        self.last_text = ""
+
+    @property
+    def response_len(self) -> int:
+        return len(self.ids) - self.prompt_len
+
+    def add_agent(self, c: Completion) -> None:
+        start = len(self.ids)
+        self.ids.extend(c.token_ids)
+        self.mask.extend([1] * len(c.token_ids))
+        self.logprobs.extend(float(x) for x in c.logprobs)
+        self.segments.append(Segment("agent", start, len(self.ids), c.text, self.turn, c.finish_reason))
+        self.last_text = c.text
+
+    def add_observation(self, ids: list[int], text: str) -> None:
+        start = len(self.ids)
+        self.ids.extend(ids)
+        self.mask.extend([0] * len(ids))
+        self.logprobs.extend([0.0] * len(ids))
+        self.segments.append(Segment("observation", start, len(self.ids), text, self.turn))
+
+
+class RolloutEngine:
+    """Runs batches of episodes with a `Policy` over envs made by `make_env` (kept and reused).
+
+    >>> make = lambda: gym.make("SearchQA-Synthetic-v0", cache_dir=False)
+    >>> engine = RolloutEngine(policy, make, RolloutConfig(group_size=4))  # doctest: +SKIP
+    >>> trajectories = engine.rollout([{"seed": 0}, {"options": {"index": 3}}])  # doctest: +SKIP
+    """
+
+    def __init__(self, policy: Policy, make_env: Callable[[], gym.Env], config: RolloutConfig | None = None):
+        self.policy = policy
+        self.make_env = make_env
+        self.config = config or RolloutConfig()
+        self.tokenizer = policy.tokenizer
+        if self.config.use_chat_template and not getattr(self.tokenizer, "chat_template", None):
+            raise ConfigError("the tokenizer has no chat template; set one or use RolloutConfig(use_chat_template=False)")
+        self._envs: list[gym.Env] = []
+        self._calls = 0
+        self._pool = ThreadPoolExecutor(self.config.env_workers) if self.config.env_workers > 1 else None
+
+    def reseed(self, seed: int | None) -> None:
+        """Restart the per-call seed sequence from `seed`: a trainer seeds each step by (run seed, step), so
+        that a resumed run samples exactly what the uninterrupted one did."""
+        self.config = replace(self.config, seed=seed)
+        self._calls = 0
+
+    def reserve(self, episodes: int) -> None:
+        """Build the envs for `episodes` episodes (B x G) now rather than in the first rollout (building an
+        env can take a while: a synthetic world, a retrieval index)."""
+        while len(self._envs) < episodes:
+            self._envs.append(self.make_env())
+
+    def close(self) -> None:
+        for env in self._envs:
+            env.close()
+        self._envs = []
+        if self._pool is not None:
+            self._pool.shutdown()
+
+    # -- public -----------------------------------------------------------------------------------------
+
+    def rollout(self, resets: Sequence[Mapping[str, Any]] | int) -> list[Trajectory]:
+        """Run one batch to the end. `resets` holds one `env.reset` keyword mapping (`seed`, `options`) per
+        question, or is a number of questions drawn by the envs. Returns B x G trajectories, group-major."""
+        specs = [{}] * resets if isinstance(resets, int) else list(resets)
+        if not specs:
+            raise ConfigError("rollout needs at least one question")
+        for spec in specs:
+            if set(spec) - {"seed", "options"}:
+                raise ConfigError(f"reset specs take 'seed' and 'options' only, got {sorted(spec)}")
+        episodes = self._reset(specs)
+        stops = self._stops(episodes[0].env)
+        while running := [e for e in episodes if e.end is None]:
+            budgets = [min(self.config.max_turn_tokens, self.config.max_response_tokens - e.response_len) for e in running]
+            completions = self._generate(running, budgets, stops)
+            to_step = []
+            for e, c in zip(running, completions):
+                e.add_agent(c)
+                if c.finish_reason == "length" and e.response_len >= self.config.max_response_tokens:
+                    e.end = "over_long"
+                else:
+                    to_step.append(e)
+            for e, result in zip(to_step, self._step(to_step)):
+                self._after_step(e, *result)
+        version = self.policy.weight_version
+        return [self._trajectory(e, version) for e in episodes]
+
+    # -- steps ------------------------------------------------------------------------------------------
+
+    def _reset(self, specs: list[Mapping[str, Any]]) -> list[_Episode]:
+        g_size = self.config.group_size
+        self.reserve(len(specs) * g_size)
+        episodes = []
+        for g, spec in enumerate(specs):
+            obs, info = self._envs[g * g_size].reset(seed=spec.get("seed"), options=spec.get("options"))
+            prompt_text = self._prompt_text(obs)
+            prompt_ids = self.tokenizer.encode(prompt_text, add_special_tokens=False)
+            for s in range(g_size):
+                env = self._envs[g * g_size + s]
+                if s > 0:
+                    # The other samples of the group must see the same question: ask for it by id.
+                    same, info_s = env.reset(seed=spec.get("seed"), options={"question_id": info["question_id"]})
+                    if same != obs:
+                        raise ConfigError(f"env {g * g_size + s} did not reproduce question {info['question_id']!r}; make_env must build identical envs")
+                    info = info_s
+                episodes.append(_Episode(env, g, s, prompt_text, prompt_ids, dict(info)))
+        return episodes
+
+    def _prompt_text(self, observation: str) -> str:
+        if not self.config.use_chat_template:
+            return observation
+        messages = [] if self.config.system_prompt is None else [{"role": "system", "content": self.config.system_prompt}]
+        messages.append({"role": "user", "content": observation})
+        return self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+
+    def _stops(self, env: gym.Env) -> tuple[str, ...]:
+        if self.config.stop is not None:
+            return self.config.stop
+        protocol = getattr(env.unwrapped, "protocol", None)
+        name = getattr(protocol, "name", "tags")
+        if name not in DEFAULT_STOPS:
+            raise ConfigError(f"no default stop strings for action grammar {name!r}; set RolloutConfig.stop")
+        return DEFAULT_STOPS[name]
+
+    def _generate(self, running: list[_Episode], budgets: list[int], stops: tuple[str, ...]) -> list[Completion]:
+        cfg = self.config
+        self._calls += 1
+        seed = None if cfg.seed is None else cfg.seed * 1_000_003 + self._calls
+        first_turn = cfg.group_size > 1 and all(e.turn == 0 for e in running)
+        n = cfg.group_size if first_turn else 1
+        params = SamplingParams(
+            n=n, temperature=cfg.temperature, top_p=cfg.top_p, top_k=cfg.top_k, max_new_tokens=cfg.max_turn_tokens, stop=stops, seed=seed
+        )
+        if first_turn:  # every episode has just been reset: one prompt per group, G samples each
+            heads = running[:: cfg.group_size]
+            outs = self.policy.generate([e.ids for e in heads], params, max_new_tokens=budgets[:: cfg.group_size])
+        else:
+            outs = self.policy.generate([e.ids for e in running], params, max_new_tokens=budgets)
+        flat = [c for group in outs for c in group]
+        if len(flat) != len(running) or any(len(group) != n for group in outs):
+            raise ConfigError(f"the policy returned {len(flat)} completions for {len(running)} episodes")
+        logger.debug("turn call %d: %d episodes, %d tokens sampled", self._calls, len(running), sum(len(c.token_ids) for c in flat))
+        return flat
+
+    def _step(self, episodes: list[_Episode]) -> list[tuple]:
+        if self._pool is None or len(episodes) < 2:
+            return [e.env.step(e.last_text) for e in episodes]
+        return list(self._pool.map(lambda e: e.env.step(e.last_text), episodes))
+
+    def _after_step(self, e: _Episode, obs: str, reward: float, terminated: bool, truncated: bool, info: dict) -> None:
+        e.infos.append(info)
+        e.reward += float(reward)
+        invalid = bool(info.get("invalid_action", False))
+        if terminated:
+            e.end = "answered"
+        elif truncated:
+            e.end = "format_error" if invalid else "out_of_turns"
+        elif invalid and self.config.stop_on_invalid:
+            e.end = "format_error"
+        else:
+            ids = self.tokenizer.encode(obs, add_special_tokens=False) if obs else []
+            if self.config.max_obs_tokens is not None and len(ids) > self.config.max_obs_tokens:
+                ids = ids[: self.config.max_obs_tokens]
+                obs = self.tokenizer.decode(ids)
+            if e.response_len + len(ids) >= self.config.max_response_tokens:
+                e.end = "over_long"  # no room left to write after this observation
+            else:
+                e.add_observation(ids, obs)
+        e.turn += 1
+
+    def _trajectory(self, e: _Episode, version: int) -> Trajectory:
+        record = getattr(e.env.unwrapped, "record", None)
+        return Trajectory(
+            group=e.group,
+            sample=e.sample,
+            question_id=str(e.reset_info.get("question_id", "")),
+            question=getattr(record, "question", None),
+            gold_answers=list(getattr(record, "answers", ()) or ()) or None,
+            token_ids=e.ids,
+            loss_mask=e.mask,
+            logprobs=e.logprobs,
+            segments=e.segments,
+            step_infos=e.infos,
+            reset_info=e.reset_info,
+            reward=e.reward,
+            finish_reason=e.end or "over_long",
+            weight_version=version,
+        )

@@ -1,0 +1,121 @@
+"""Checkpoints that resume a run exactly, written atomically.
+
+A checkpoint is a folder `step-NNNNNN/` holding:
+- `<name>.safetensors`: the trainable weights of each model (`policy`, and `ranker` for COSEARCH);
+- `<name>.optim.pt`: optimizer and scheduler state, loaded with `torch.load(weights_only=True)` (plain
+  tensors and numbers, never arbitrary pickled objects);
+- `state.json`: step, data position, the RNG states of Python, NumPy and torch, the config.
+
+It is written into a temporary sibling folder and renamed into place, so a crash mid-save leaves either
+the previous checkpoint or the new one, never a partial one; folders without `state.json` are ignored.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import re
+import shutil
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+
+from searchgym.errors import SearchGymError
+
+logger = logging.getLogger(__name__)
+
+_NAME = re.compile(r"^step-(\d{6,})$")
+
+
+class CheckpointError(SearchGymError):
+    """A checkpoint cannot be written or read."""
+
+
+def rng_state() -> dict[str, Any]:
+    np_state = np.random.get_state()
+    return {
+        "python": _jsonable(random.getstate()),
+        "numpy": [np_state[0], np_state[1].tolist(), *np_state[2:]],
+        "torch": torch.get_rng_state().tolist(),
+    }
+
+
+def set_rng_state(state: Mapping[str, Any]) -> None:
+    random.setstate(_tupled(state["python"]))
+    kind, keys, *rest = state["numpy"]
+    np.random.set_state((kind, np.array(keys, dtype=np.uint32), *rest))
+    torch.set_rng_state(torch.tensor(state["torch"], dtype=torch.uint8))
+
+
+def trainable_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The parameters that training changes (all of them, or only LoRA adapters), contiguous copies."""
+    return {n: p.detach().cpu().contiguous().clone() for n, p in model.named_parameters() if p.requires_grad}
+
+
+def save_checkpoint(root: Path, step: int, models: Mapping[str, torch.nn.Module], optimizers: Mapping[str, tuple], state: dict[str, Any], *, keep: int = 2) -> Path:
+    """Write checkpoint `step` under `root`; keep the newest `keep` checkpoints."""
+    root.mkdir(parents=True, exist_ok=True)
+    target = root / f"step-{step:06d}"
+    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
+    try:
+        for name, model in models.items():
+            save_file(trainable_state(model), str(tmp / f"{name}.safetensors"))
+        for name, (optimizer, scheduler) in optimizers.items():
+            torch.save({"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict()}, tmp / f"{name}.optim.pt")
+        # state.json last: its presence marks a complete checkpoint even before the rename.
+        (tmp / "state.json").write_text(json.dumps({**state, "step": step, "rng": rng_state()}))
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(tmp, target)
+    except OSError as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise CheckpointError(f"could not write checkpoint {target}: {e} (disk full or not writable?); training state is unchanged") from e
+    for old in list_checkpoints(root)[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)
+    return target
+
+
+def list_checkpoints(root: Path) -> list[Path]:
+    """Complete checkpoints under `root`, oldest first."""
+    if not root.is_dir():
+        return []
+    found = [p for p in root.iterdir() if p.is_dir() and _NAME.match(p.name) and (p / "state.json").is_file()]
+    return sorted(found, key=lambda p: int(_NAME.match(p.name).group(1)))
+
+
+def load_checkpoint(path: Path, models: Mapping[str, torch.nn.Module], optimizers: Mapping[str, tuple]) -> dict[str, Any]:
+    """Restore weights, optimizer and scheduler states and RNG states; return the saved state dict."""
+    try:
+        state = json.loads((path / "state.json").read_text())
+        for name, model in models.items():
+            weights = load_file(str(path / f"{name}.safetensors"))
+            params = dict(model.named_parameters())
+            missing = [n for n, p in params.items() if p.requires_grad and n not in weights]
+            if missing:
+                raise CheckpointError(f"{path}: {name} weights lack {missing[:3]}... (was it saved with other LoRA settings?)")
+            with torch.no_grad():
+                for n, tensor in weights.items():
+                    params[n].copy_(tensor)
+        for name, (optimizer, scheduler) in optimizers.items():
+            saved = torch.load(path / f"{name}.optim.pt", weights_only=True)
+            optimizer.load_state_dict(saved["optimizer"])
+            scheduler.load_state_dict(saved["scheduler"])
+    except (OSError, KeyError, ValueError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"checkpoint {path} is unreadable: {e}") from e
+    set_rng_state(state["rng"])
+    return state
+
+
+def _jsonable(value):
+    return [_jsonable(v) for v in value] if isinstance(value, (tuple, list)) else value
+
+
+def _tupled(value):
+    return tuple(_tupled(v) for v in value) if isinstance(value, list) else value

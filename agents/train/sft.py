@@ -1,0 +1,63 @@
+"""Cold start: supervised steps on the synthetic world's oracle trajectories (E-GRPO starts from one).
+
+Each example is built exactly as a rollout would be: the chat-templated prompt, then for each oracle turn
+its tokens (trained on) and the env's real observation (not trained on), concatenated segment by segment,
+so the format the policy learns is the one the rollout engine feeds it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import gymnasium as gym
+import torch
+
+from agents.train.update import pad_batch, token_logprobs
+
+
+@dataclass
+class Example:
+    token_ids: list[int]
+    loss_mask: list[int]
+
+
+def chat_prompt(tokenizer, observation: str) -> str:
+    """The rollout engine's prompt: the env's first observation as one user message of the chat template."""
+    return tokenizer.apply_chat_template([{"role": "user", "content": observation}], add_generation_prompt=True, tokenize=False)
+
+
+def oracle_example(env: gym.Env, tokenizer, index: int) -> Example:
+    """Token ids and loss mask of the oracle trajectory of question `index` of a synthetic env."""
+    base = env.unwrapped
+    obs, _ = env.reset(options={"index": index})
+    ids = tokenizer.encode(chat_prompt(tokenizer, obs), add_special_tokens=False)
+    mask = [0] * len(ids)
+    for turn in base.world.oracle_trajectory(base.record):
+        turn_ids = tokenizer.encode(turn, add_special_tokens=False)
+        ids += turn_ids
+        mask += [1] * len(turn_ids)
+        obs, _, terminated, truncated, _ = env.step(turn)
+        if terminated or truncated:
+            break
+        obs_ids = tokenizer.encode(obs, add_special_tokens=False)
+        ids += obs_ids
+        mask += [0] * len(obs_ids)
+    return Example(ids, mask)
+
+
+def sft_step(model: torch.nn.Module, examples: Sequence[Example], *, pad_id: int, micro_batch: int) -> float:
+    """Accumulate the gradient of the mean negative log-likelihood of the masked tokens; returns the loss."""
+    total = sum(sum(e.loss_mask) for e in examples)
+    device = next(model.parameters()).device
+    loss_sum = 0.0
+    for start in range(0, len(examples), micro_batch):
+        chunk = examples[start : start + micro_batch]
+        ids = pad_batch([e.token_ids for e in chunk], pad_id, torch.long).to(device)
+        attention = pad_batch([[1] * len(e.token_ids) for e in chunk], 0, torch.long).to(device)
+        mask = pad_batch([e.loss_mask for e in chunk], 0, torch.float32).to(device)
+        loss = -(token_logprobs(model, ids, attention, positions=mask) * mask).sum() / total
+        loss.backward()
+        loss_sum += float(loss.detach())
+    return loss_sum
+

@@ -1,0 +1,336 @@
+"""The training loop: sample questions, roll out, score, compute advantages, update, sync.
+
+`Trainer(TrainConfig(...)).run()` trains one learner. Every `checkpoint_every` updates it saves model,
+optimizer, scheduler, RNG states and the data position atomically; with `resume=True` a restarted run
+continues from the newest checkpoint and reproduces the uninterrupted run (rollouts are seeded per step,
+so a resumed step samples what the original would have). Metrics go to `out_dir/metrics.jsonl` with
+namespaced names (`rollout/...`, `loss/...`, `eval/...`) and optionally to TensorBoard.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import math
+import random
+import time
+from collections.abc import Callable
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+import searchgym  # noqa: F401  (registers the env ids)
+from agents.learners import cosearch, cw_grpo, e_grpo, grpo
+from agents.learners.batch import LearnerBatch
+from agents.models import TinyModelConfig, build_tiny_model, load_model_and_tokenizer
+from agents.policies.hf import HFPolicy, HFPolicyConfig
+from agents.rollout import RolloutConfig, RolloutEngine
+from agents.train.checkpoint import list_checkpoints, load_checkpoint, save_checkpoint
+from agents.train.config import TrainConfig
+from agents.train.ranker import PolicyChatBackend
+from agents.train.sft import oracle_example, sft_step
+from agents.train.update import policy_gradient_step
+
+logger = logging.getLogger(__name__)
+
+Targets = Callable[[list, Any], LearnerBatch]
+
+
+def _learner(config: TrainConfig) -> tuple[Any, Targets]:
+    common = dict(eps_low=config.eps_low, eps_high=config.eps_high, aggregation=config.aggregation,
+                  kl_coef=config.kl_coef, dynamic_sampling=config.dynamic_sampling)
+    if config.learner == "grpo":
+        return grpo.GRPOConfig(**common), grpo.batch_advantages
+    if config.learner == "cw-grpo":
+        return cw_grpo.CWGRPOConfig(**common, alpha=math.inf if config.alpha is None else config.alpha), cw_grpo.batch_advantages
+    if config.learner == "e-grpo":
+        return e_grpo.EGRPOConfig(**common, alpha=0.3 if config.alpha is None else config.alpha), e_grpo.batch_advantages
+    return cosearch.CoSearchConfig(**common, format_penalty=0.2 if config.alpha is None else config.alpha), grpo.batch_advantages
+
+
+def _load_model(name: str, seed: int):
+    if name == "tiny":
+        torch.manual_seed(seed)
+        return build_tiny_model(TinyModelConfig())
+    return load_model_and_tokenizer(name, dtype="float32")
+
+
+class Trainer:
+    def __init__(self, config: TrainConfig):
+        self.config = config
+        self.out = Path(config.out_dir)
+        self.out.mkdir(parents=True, exist_ok=True)
+        _seed_everything(config.seed)
+        self.learner_config, self.targets = _learner(config)
+        self.model, self.tokenizer = _load_model(config.model, config.seed)
+        if config.lora:
+            self.model = _with_lora(self.model, config.lora_rank)
+        self.model.train()
+        self.policy = HFPolicy(self.model, self.tokenizer, config=HFPolicyConfig(model=config.model, seed=config.seed))
+        self.reference = copy.deepcopy(self.model).eval() if config.kl_coef > 0 else None
+        self.models: dict[str, torch.nn.Module] = {"policy": self.model}
+        self.optimizers = {"policy": self._optimizer(self.model, config.lr)}
+
+        self.ranker_backend = None
+        if config.learner == "cosearch":
+            ranker_model, ranker_tok = _load_model(config.ranker_model or config.model, config.seed + 1)
+            ranker_model.train()
+            self.ranker_policy = HFPolicy(ranker_model, ranker_tok, config=HFPolicyConfig(seed=config.seed + 1))
+            self.ranker_backend = PolicyChatBackend(self.ranker_policy, seed=config.seed)
+            self.models["ranker"] = ranker_model
+            self.optimizers["ranker"] = self._optimizer(ranker_model, config.lr)
+
+        self.env = self._make_env("train")
+        self.num_questions = len(self.env.unwrapped.records)
+        rollout = RolloutConfig(group_size=config.group_size, temperature=config.temperature,
+                                max_turn_tokens=config.max_turn_tokens, max_response_tokens=config.max_response_tokens, seed=config.seed)
+        self.engine = RolloutEngine(self.policy, lambda: self._make_env("train"), rollout)
+        self.step = 0
+        self.position = 0
+        self._tb = None
+        if config.resume and (checkpoints := list_checkpoints(self.out / "checkpoints")):
+            self._restore(checkpoints[-1])
+
+    # -- set-up -----------------------------------------------------------------------------------------
+
+    def _optimizer(self, model: torch.nn.Module, lr: float):
+        params = [p for p in model.parameters() if p.requires_grad]
+        optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
+        warmup = max(self.config.warmup_steps, 1)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warmup))
+        return optimizer, scheduler
+
+    def _make_env(self, split: str) -> gym.Env:
+        c = self.config
+        kwargs: dict[str, Any] = dict(max_turns=c.max_turns, top_k=c.top_k, cache_dir=self.out / "cache", **c.env_options)
+        if c.env_id == "SearchQA-Synthetic-v0":
+            kwargs.update(num_entities=c.num_entities, hops=c.hops, split=split, seed=c.seed,
+                          num_questions=c.num_questions if split == "train" else max(c.eval_questions, 1))
+        else:
+            kwargs.update(data_path=c.data_path, corpus_path=c.corpus_path)
+        if c.learner == "cw-grpo":
+            kwargs.setdefault("judge", "gold")
+        if c.learner == "cosearch" and self.ranker_backend is not None:
+            from searchgym.rankers.llm import LLMRanker, LLMRankerConfig
+
+            kwargs.setdefault("ranker", LLMRanker(self.ranker_backend, LLMRankerConfig(max_doc_chars=160, max_tokens=96, temperature=1.0)))
+            kwargs.setdefault("candidates", 5)
+        return gym.make(c.env_id, **kwargs)
+
+    # -- the loop -----------------------------------------------------------------------------------------
+
+    def questions(self, count: int) -> list[int]:
+        """The next `count` training questions: a fresh seeded permutation each epoch, so the order depends
+        only on (seed, position) and a resumed run draws what the original would have."""
+        out = []
+        for pos in range(self.position, self.position + count):
+            epoch, offset = divmod(pos, self.num_questions)
+            order = np.random.default_rng([self.config.seed, epoch]).permutation(self.num_questions)
+            out.append(int(order[offset]))
+        self.position += count
+        return out
+
+    def train_step(self) -> dict[str, float]:
+        c = self.config
+        start = time.perf_counter()
+        # Seed this step's sampling by (seed, step) so that resuming reproduces it.
+        self.engine.reseed(c.seed * 1_000_003 + self.step)
+        if self.ranker_backend is not None:
+            self.ranker_backend.clear()
+        indices = self.questions(c.questions_per_step)
+        trajectories = self.engine.rollout([{"options": {"index": i}} for i in indices])
+        rollout_s = time.perf_counter() - start
+        targets = self.targets(trajectories, self.learner_config)
+        optimizer, scheduler = self.optimizers["policy"]
+        optimizer.zero_grad(set_to_none=True)
+        stats = policy_gradient_step(
+            self.model, trajectories, targets, pad_id=self.tokenizer.pad_token_id, micro_batch=c.micro_batch,
+            eps_low=c.eps_low, eps_high=c.eps_high, aggregation=c.aggregation, kl_coef=c.kl_coef,
+            reference=self.reference, norm_length=c.max_response_tokens, temperature=c.temperature,
+        )
+        grad_norm = torch.nn.utils.clip_grad_norm_([p for p in self.model.parameters() if p.requires_grad], c.max_grad_norm)
+        optimizer.step()
+        scheduler.step()
+        self.policy.mark_updated()
+        metrics = _rollout_metrics(trajectories, targets)
+        metrics.update({
+            "loss/policy": stats.loss, "loss/clip_frac_high": stats.clip_frac_high, "loss/clip_frac_low": stats.clip_frac_low,
+            "loss/ratio_mean": stats.ratio_mean, "loss/tokens": stats.loss_tokens, "loss/grad_norm": float(grad_norm),
+            "optim/lr": scheduler.get_last_lr()[0], "time/rollout_s": rollout_s,
+        })
+        if stats.kl is not None:
+            metrics["loss/kl"] = stats.kl
+        metrics.update(targets.metrics)
+        if self.ranker_backend is not None:
+            metrics.update(self._ranker_step(trajectories))
+        self.step += 1
+        metrics["time/step_s"] = time.perf_counter() - start
+        metrics["step"] = self.step
+        self._log(metrics)
+        if c.checkpoint_every and self.step % c.checkpoint_every == 0:
+            self.save()
+        return metrics
+
+    def _ranker_step(self, trajectories) -> dict[str, float]:
+        """COSEARCH: score, cluster and GRPO-update the ranker on this step's ranker calls."""
+        calls, golds, r_main, gens = [], [], [], []
+        env_corpus = self.env.unwrapped.corpus
+        texts = (lambda doc_id: env_corpus.get(doc_id).text) if env_corpus is not None else None
+        for i, t in enumerate(trajectories):
+            f1 = grpo.outcome_reward(t.step_infos, "f1") if t.step_infos else 0.0
+            for call, info in zip(cosearch.calls_from_trajectory(t.step_infos, texts=texts, trajectory=i), [s for s in t.step_infos if s.get("ranker")]):
+                gen = self.ranker_backend.take(info["ranker"]["messages"], info["ranker"]["raw_output"] or "")
+                if gen is None:
+                    continue  # a backend failure: nothing was sampled, nothing to train on
+                calls.append(call)
+                golds.append(t.gold_answers or [])
+                r_main.append(f1)
+                gens.append(gen)
+        if not calls:
+            return {"ranker/calls": 0.0}
+        batch = cosearch.rank_batch(calls, golds, r_main, self.learner_config)
+        targets = LearnerBatch(
+            advantages=[torch.full((len(g.token_ids),), batch.advantages.get(i, 0.0)) for i, g in enumerate(gens)],
+            include=[i in batch.advantages for i in range(len(gens))],
+            rewards=[s.reward for s in batch.scores],
+        )
+        model = self.models["ranker"]
+        optimizer, scheduler = self.optimizers["ranker"]
+        optimizer.zero_grad(set_to_none=True)
+        stats = policy_gradient_step(model, gens, targets, pad_id=self.ranker_policy.tokenizer.pad_token_id, micro_batch=self.config.micro_batch,
+                                     eps_low=self.config.eps_low, eps_high=self.config.eps_high, aggregation=self.config.aggregation,
+                                     temperature=self.ranker_backend.temperature)
+        if stats.loss_tokens:
+            torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], self.config.max_grad_norm)
+            optimizer.step()
+        scheduler.step()
+        self.ranker_policy.mark_updated()
+        return {
+            "ranker/calls": float(len(calls)), "ranker/groups": float(len(batch.groups)),
+            "ranker/reward": float(np.mean(targets.rewards)), "ranker/valid_rate": float(np.mean([c.valid for c in calls])),
+            "ranker/loss": stats.loss,
+        }
+
+    def cold_start(self) -> list[float]:
+        """`cold_start_steps` supervised steps on oracle trajectories (synthetic world only)."""
+        c = self.config
+        if c.cold_start_steps <= 0:
+            return []
+        if not hasattr(self.env.unwrapped, "world"):
+            raise ValueError("cold start needs the synthetic world's oracle trajectories (env_id SearchQA-Synthetic-v0)")
+        optimizer = torch.optim.AdamW([p for p in self.model.parameters() if p.requires_grad], lr=c.cold_start_lr, weight_decay=0.0)
+        rng = np.random.default_rng([c.seed, 7])
+        losses = []
+        for _ in range(c.cold_start_steps):
+            batch = [oracle_example(self.env, self.tokenizer, int(i)) for i in rng.choice(self.num_questions, c.cold_start_batch, replace=False)]
+            optimizer.zero_grad(set_to_none=True)
+            losses.append(sft_step(self.model, batch, pad_id=self.tokenizer.pad_token_id, micro_batch=c.micro_batch))
+            torch.nn.utils.clip_grad_norm_([p for p in self.model.parameters() if p.requires_grad], c.max_grad_norm)
+            optimizer.step()
+        self.policy.mark_updated()
+        self._log({"step": 0, "cold_start/loss_first": losses[0], "cold_start/loss_last": losses[-1]})
+        return losses
+
+    def evaluate(self, count: int | None = None) -> dict[str, float]:
+        """Greedy EM/F1 on the first `count` test-split questions (synthetic world) or training questions."""
+        count = count or self.config.eval_questions
+        make = (lambda: self._make_env("test")) if self.config.env_id == "SearchQA-Synthetic-v0" else (lambda: self._make_env("train"))
+        engine = RolloutEngine(self.policy, make, replace(self.engine.config, group_size=1, temperature=0.0, seed=None))
+        try:
+            n = min(count, len(make().unwrapped.records))
+            trajectories = engine.rollout([{"options": {"index": i}} for i in range(n)])
+        finally:
+            engine.close()
+        summary = [t.step_infos[-1].get("episode", {}) if t.step_infos else {} for t in trajectories]
+        return {
+            "eval/em": float(np.mean([s.get("em", 0.0) for s in summary])),
+            "eval/f1": float(np.mean([s.get("f1", 0.0) for s in summary])),
+            "eval/searches": float(np.mean([s.get("searches", 0) for s in summary])),
+            "eval/questions": float(n),
+        }
+
+    def run(self, progress: bool = False) -> list[dict[str, float]]:
+        """Cold start (when configured and not resumed), then RL steps up to `config.steps`."""
+        if self.step == 0 and self.config.cold_start_steps > 0:
+            self.cold_start()
+        history = []
+        steps = range(self.step, self.config.steps)
+        if progress:
+            from tqdm import tqdm
+
+            steps = tqdm(steps, desc=f"{self.config.learner}", initial=self.step, total=self.config.steps)
+        for _ in steps:
+            history.append(self.train_step())
+            if progress:
+                steps.set_postfix(reward=f"{history[-1]['rollout/reward']:.2f}", em=f"{history[-1]['rollout/em']:.2f}")
+        if self.config.checkpoint_every == 0:
+            self.save()
+        return history
+
+    # -- state ----------------------------------------------------------------------------------------------
+
+    def save(self) -> Path:
+        state = {"position": self.position, "config": _jsonable_config(self.config), "versions": {"policy": self.policy.weight_version}}
+        return save_checkpoint(self.out / "checkpoints", self.step, self.models, self.optimizers, state)
+
+    def _restore(self, path: Path) -> None:
+        state = load_checkpoint(path, self.models, self.optimizers)
+        self.step = int(path.name.split("-")[1])
+        self.position = int(state["position"])
+        self.policy.mark_updated()
+        logger.info("resumed from %s (step %d)", path, self.step)
+
+    def _log(self, metrics: dict[str, float]) -> None:
+        with open(self.out / "metrics.jsonl", "a") as f:
+            f.write(json.dumps(metrics) + "\n")
+        if self.config.tensorboard:
+            if self._tb is None:
+                from torch.utils.tensorboard import SummaryWriter
+
+                self._tb = SummaryWriter(str(self.out / "tb"))
+            for k, v in metrics.items():
+                if k != "step":
+                    self._tb.add_scalar(k, v, int(metrics.get("step", self.step)))
+
+    def close(self) -> None:
+        self.engine.close()
+        if self._tb is not None:
+            self._tb.close()
+
+
+def _rollout_metrics(trajectories, targets: LearnerBatch) -> dict[str, float]:
+    summaries = [t.step_infos[-1].get("episode", {}) if t.step_infos else {} for t in trajectories]
+    rates = [s.get("entity_rate") for s in summaries if s.get("entity_rate") is not None]
+    ends = [t.finish_reason for t in trajectories]
+    return {
+        "rollout/reward": float(np.mean(targets.rewards)),
+        "rollout/em": float(np.mean([s.get("em", 0.0) for s in summaries])),
+        "rollout/f1": float(np.mean([s.get("f1", 0.0) for s in summaries])),
+        "rollout/searches": float(np.mean([s.get("searches", 0) for s in summaries])),
+        "rollout/entity_rate": float(np.mean(rates)) if rates else 0.0,
+        "rollout/answered": ends.count("answered") / len(ends),
+        "rollout/over_long": ends.count("over_long") / len(ends),
+        "rollout/sampled_tokens": float(sum(t.num_sampled_tokens for t in trajectories)),
+        "rollout/included": float(sum(targets.include)),
+    }
+
+
+def _seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def _with_lora(model, rank: int):
+    from peft import LoraConfig, get_peft_model
+
+    return get_peft_model(model, LoraConfig(r=rank, lora_alpha=2 * rank, target_modules=["q_proj", "k_proj", "v_proj", "o_proj"], lora_dropout=0.0))
+
+
+def _jsonable_config(config: TrainConfig) -> dict[str, Any]:
+    return json.loads(json.dumps(asdict(config), default=str))

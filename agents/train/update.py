@@ -1,0 +1,122 @@
+"""One policy-gradient update from trajectories and learner targets."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from agents.core import clipped_policy_loss
+from agents.learners.batch import LearnerBatch
+
+
+def pad_batch(rows: Sequence[Sequence[float] | Sequence[int] | torch.Tensor], pad: float, dtype: torch.dtype) -> torch.Tensor:
+    """Right-pad variable-length rows into a (B, T) tensor."""
+    width = max(len(r) for r in rows)
+    out = torch.full((len(rows), width), pad, dtype=dtype)
+    for i, r in enumerate(rows):
+        out[i, : len(r)] = torch.as_tensor(r, dtype=dtype)
+    return out
+
+
+def token_logprobs(
+    model: torch.nn.Module,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    temperature: float = 1.0,
+    positions: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """log softmax(logits / temperature) of each next token, (B, T); position 0 (no context) is 0.
+
+    With `positions` (a (B, T) 0/1 mask, usually the loss mask), only those positions are projected onto
+    the vocabulary and the rest are 0: the vocabulary projection and its softmax are the step's largest
+    tensors (B x T x V floats) and most tokens (prompt, retrieved documents) never enter the loss. The
+    temperature matches the sampler's, so the ratio to its logprobs starts at 1. Padding is on the right.
+    """
+    if positions is None:
+        logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1].float()
+        logits = logits / temperature if temperature > 0 else logits
+        picked = torch.log_softmax(logits, dim=-1).gather(-1, input_ids[:, 1:, None]).squeeze(-1)
+        return torch.cat([torch.zeros_like(picked[:, :1]), picked], dim=1)
+    hidden = model.get_decoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+    # The logit predicting token t comes from the hidden state at t - 1.
+    rows, cols = positions[:, 1:].nonzero(as_tuple=True)
+    logits = model.get_output_embeddings()(hidden[rows, cols]).float()
+    logits = logits / temperature if temperature > 0 else logits
+    picked = torch.log_softmax(logits, dim=-1).gather(-1, input_ids[rows, cols + 1][:, None]).squeeze(-1)
+    out = torch.zeros(input_ids.shape, dtype=picked.dtype, device=picked.device)
+    return out.index_put((rows, cols + 1), picked)
+
+
+@dataclass
+class UpdateStats:
+    loss: float
+    kl: float | None
+    clip_frac_high: float
+    clip_frac_low: float
+    ratio_mean: float
+    loss_tokens: int
+
+
+def policy_gradient_step(
+    model: torch.nn.Module,
+    trajectories: Sequence,
+    targets: LearnerBatch,
+    *,
+    pad_id: int,
+    micro_batch: int,
+    eps_low: float,
+    eps_high: float,
+    aggregation: str,
+    kl_coef: float = 0.0,
+    reference: torch.nn.Module | None = None,
+    norm_length: int | None = None,
+    temperature: float = 1.0,
+) -> UpdateStats:
+    """Accumulate the clipped-loss gradient of every included trajectory into `model`'s `.grad`.
+
+    The sampler's logprobs are the old policy (one update per batch of fresh rollouts, as GRPO does), the
+    loss mask is the rollout's explicit one, and the denominator of the aggregation is the whole step's,
+    so micro-batching gives the same gradient as one big batch. Does not step the optimizer.
+    """
+    rows = [i for i, keep in enumerate(targets.include) if keep and sum(trajectories[i].loss_mask) > 0]
+    if not rows:
+        return UpdateStats(0.0, None, 0.0, 0.0, 1.0, 0)
+    total_tokens = sum(sum(trajectories[i].loss_mask) for i in rows)
+    denominator = total_tokens if aggregation == "token-mean" else len(rows)
+    device = next(model.parameters()).device
+    sums = {"loss": 0.0, "kl": 0.0, "high": 0.0, "low": 0.0, "ratio": 0.0}
+    for start in range(0, len(rows), micro_batch):
+        chunk = [trajectories[i] for i in rows[start : start + micro_batch]]
+        adv = [targets.advantages[i] for i in rows[start : start + micro_batch]]
+        ids = pad_batch([t.token_ids for t in chunk], pad_id, torch.long).to(device)
+        attention = pad_batch([[1] * len(t.token_ids) for t in chunk], 0, torch.long).to(device)
+        mask = pad_batch([t.loss_mask for t in chunk], 0, torch.float32).to(device)
+        old = pad_batch([t.logprobs for t in chunk], 0.0, torch.float32).to(device)
+        advantages = pad_batch(adv, 0.0, torch.float32).to(device)
+        new = token_logprobs(model, ids, attention, temperature, positions=mask)
+        ref = None
+        if reference is not None and kl_coef > 0:
+            with torch.no_grad():
+                ref = token_logprobs(reference, ids, attention, temperature, positions=mask)
+        out = clipped_policy_loss(
+            new, old, advantages, mask, eps_low=eps_low, eps_high=eps_high, aggregation=aggregation,
+            ref_logprobs=ref, kl_coef=kl_coef, denominator=denominator, norm_length=norm_length,
+        )
+        out.loss.backward()
+        tokens = float(mask.sum())
+        sums["loss"] += float(out.loss.detach())
+        sums["kl"] += float(out.kl) if out.kl is not None else 0.0
+        # Clip fractions and the mean ratio are per micro-batch token shares: weight them by tokens.
+        sums["high"] += float(out.clip_frac_high) * tokens
+        sums["low"] += float(out.clip_frac_low) * tokens
+        sums["ratio"] += float(out.ratio_mean) * tokens
+    return UpdateStats(
+        loss=sums["loss"],
+        kl=sums["kl"] if reference is not None and kl_coef > 0 else None,
+        clip_frac_high=sums["high"] / total_tokens,
+        clip_frac_low=sums["low"] / total_tokens,
+        ratio_mean=sums["ratio"] / total_tokens,
+        loss_tokens=total_tokens,
+    )
