@@ -1,0 +1,42 @@
+"""Every performance ratio the project promises, measured in one run.
+
+Runs, in order, with the settings each issue names (use `--quick` for smaller sizes):
+
+1. `benchmarks.bm25`: bm25s vs rank-bm25 queries/s and top-10 overlap; env steps vs the bare retriever.
+2. `benchmarks.judge_overhead`: env step time with GoldJudge and entity matching vs without.
+3. `benchmarks.retrieval`: build time, memory, queries/s and latency per retriever, in-process vs server.
+4. `benchmarks.rollout_overhead`: the rollout engine vs bare `generate` for the same tokens (SmolLM2).
+
+    python -m benchmarks.perf [--quick] [--only bm25 judge retrieval rollout]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import time
+
+SUITE = {
+    "bm25": ("benchmarks.bm25", [], ["--passages", "20000", "--queries", "500", "--rank-bm25-queries", "20"]),
+    "judge": ("benchmarks.judge_overhead", [], ["--passages", "20000", "--questions", "100", "--repeats", "3"]),
+    "retrieval": ("benchmarks.retrieval", [], ["--synthetic-passages", "20000", "--skip", "recall"]),
+    "rollout": ("benchmarks.rollout_overhead", [], ["--batch", "4", "--repeats", "1"]),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="smaller corpora and fewer repeats (minutes instead of tens of minutes)")
+    p.add_argument("--only", nargs="+", choices=list(SUITE), default=list(SUITE))
+    args = p.parse_args(argv)
+    for name in args.only:
+        module, full, quick = SUITE[name]
+        print(f"\n===== {name}: python -m {module} {' '.join(quick if args.quick else full)}", flush=True)
+        start = time.perf_counter()
+        importlib.import_module(module).main(quick if args.quick else full)
+        print(f"===== {name} done in {time.perf_counter() - start:.0f} s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
