@@ -15,19 +15,29 @@ import sys
 SUBCOMMANDS: tuple[str, ...] = ("index", "serve", "judge")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="searchgym", description="searchgym: search environments for LLM agents")
+def build_dispatcher(prog: str, description: str, package: str, subcommands: tuple[str, ...]) -> argparse.ArgumentParser:
+    """A parser whose subcommands come from `package.<name>` modules, each with `add_parser(subparsers)`.
+    Shared by the `searchgym` and `agents` command lines."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     sub = parser.add_subparsers(dest="command", required=True)
-    for name in SUBCOMMANDS:
-        importlib.import_module(f"searchgym.cli.{name}").add_parser(sub)
+    for name in subcommands:
+        importlib.import_module(f"{package}.{name}").add_parser(sub)
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def run_dispatcher(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> int:
+    args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     return int(args.func(args) or 0)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    return build_dispatcher("searchgym", "searchgym: search environments for LLM agents", "searchgym.cli", SUBCOMMANDS)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_dispatcher(build_parser(), argv)
 
 
 if __name__ == "__main__":
