@@ -46,7 +46,8 @@ class SGLangServerConfig:
     stop_timeout_s: float = 30.0
     """How long a stopping server gets after SIGTERM before SIGKILL."""
     log_path: str | None = None
-    """Where the server's output goes (default: a temporary file, named in the log)."""
+    """Where the server's output goes (default: a temporary file, named in the log and deleted by `stop`;
+    errors raised while starting carry its tail)."""
 
     def __post_init__(self) -> None:
         if not self.model_path:
@@ -71,7 +72,8 @@ class SGLangServer:
         self.port = config.port or free_port(config.host)
         self.url = f"http://{config.host}:{self.port}"
         self.process: subprocess.Popen | None = None
-        self.log_path = Path(config.log_path) if config.log_path else Path(tempfile.mkstemp(prefix="sglang-", suffix=".log")[1])
+        self._own_log = config.log_path is None
+        self.log_path: Path | None = Path(config.log_path) if config.log_path else None
 
     def command(self) -> list[str]:
         c = self.config
@@ -82,6 +84,10 @@ class SGLangServer:
         if self.process is not None:
             raise ConfigError("this server is already started")
         env = {**os.environ, **self.config.env}
+        if self.log_path is None:
+            fd, name = tempfile.mkstemp(prefix="sglang-", suffix=".log")
+            os.close(fd)
+            self.log_path = Path(name)
         logger.info("starting %s (log: %s)", " ".join(self.command()), self.log_path)
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
@@ -114,6 +120,7 @@ class SGLangServer:
         left in the group. Idempotent."""
         proc, self.process = self.process, None
         if proc is None:
+            self._drop_log()
             return
         try:
             os.killpg(proc.pid, signal.SIGTERM)  # the group this Popen created (start_new_session)
@@ -127,8 +134,16 @@ class SGLangServer:
         except ProcessLookupError:
             pass
         proc.wait(timeout=10.0)
+        self._drop_log()
+
+    def _drop_log(self) -> None:
+        if self._own_log and self.log_path is not None:
+            self.log_path.unlink(missing_ok=True)
+            self.log_path = None
 
     def log_tail(self, chars: int = 4000) -> str:
+        if self.log_path is None:
+            return "(no log)"
         try:
             return self.log_path.read_text(errors="replace")[-chars:]
         except OSError:

@@ -187,7 +187,10 @@ def test_launcher_starts_waits_for_health_and_stops(tiny):
         policy = SGLangPolicy(SGLangPolicyConfig(url=server.url, http=FAST), tokenizer=tok)
         assert policy.generate([[1, 2]], SamplingParams(max_new_tokens=3))[0][0].token_ids == [5, 6, 7]
         pid = server.process.pid
+        log = server.log_path
+        assert log is not None and "listening" in log.read_text()
     assert server.process is None
+    assert not log.exists()  # the temporary log goes with the server
     with pytest.raises(ProcessLookupError):
         import os
 
