@@ -73,14 +73,32 @@ def collate(trajectories: Sequence[Trajectory], pad_token_id: int) -> RolloutBat
     )
 
 
-def token_logprobs(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, *, temperature: float = 1.0) -> torch.Tensor:
+def token_logprobs(
+    model: torch.nn.Module,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    *,
+    temperature: float = 1.0,
+    positions: torch.Tensor | None = None,
+) -> torch.Tensor:
     """(N, T) teacher-forced `log_softmax(logits / temperature)` of each token given the tokens before it;
     column 0 is 0. `temperature` 0 is treated as 1 (greedy sampling reports unscaled logprobs).
+
+    With `positions` (an (N, T) 0/1 mask, usually the loss mask) only those tokens are scored and the rest
+    are 0: the vocabulary projection and its softmax are a step's largest tensors (N x T x V floats), and
+    most tokens (prompt, retrieved documents) never enter a loss.
 
     Right padding only (as `collate` produces): positions follow from the attention mask.
     """
     scale = 1.0 if temperature == 0 else float(temperature)
-    positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)
-    logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions).logits.float()
-    logp = torch.log_softmax(logits[:, :-1] / scale, dim=-1).gather(-1, input_ids[:, 1:, None])[..., 0]
-    return torch.cat([logp.new_zeros((logp.shape[0], 1)), logp], dim=1) * attention_mask.to(logp.dtype)
+    position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+    if positions is None:
+        logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids).logits.float()
+        logp = torch.log_softmax(logits[:, :-1] / scale, dim=-1).gather(-1, input_ids[:, 1:, None])[..., 0]
+        return torch.cat([logp.new_zeros((logp.shape[0], 1)), logp], dim=1) * attention_mask.to(logp.dtype)
+    hidden = model.get_decoder()(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids).last_hidden_state
+    # The logit that predicts token t comes from the hidden state at t - 1.
+    rows, cols = positions[:, 1:].nonzero(as_tuple=True)
+    logits = model.get_output_embeddings()(hidden[rows, cols]).float() / scale
+    picked = torch.log_softmax(logits, dim=-1).gather(-1, input_ids[rows, cols + 1][:, None])[:, 0]
+    return torch.zeros(input_ids.shape, dtype=picked.dtype, device=picked.device).index_put((rows, cols + 1), picked)

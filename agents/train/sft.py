@@ -13,7 +13,8 @@ from dataclasses import dataclass
 import gymnasium as gym
 import torch
 
-from agents.train.update import pad_batch, token_logprobs
+from agents.rollout.batch import token_logprobs
+from agents.train.update import pad_batch
 
 
 @dataclass

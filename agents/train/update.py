@@ -9,6 +9,7 @@ import torch
 
 from agents.core import clipped_policy_loss
 from agents.learners.batch import LearnerBatch
+from agents.rollout.batch import token_logprobs
 
 
 def pad_batch(rows: Sequence[Sequence[float] | Sequence[int] | torch.Tensor], pad: float, dtype: torch.dtype) -> torch.Tensor:
@@ -18,35 +19,6 @@ def pad_batch(rows: Sequence[Sequence[float] | Sequence[int] | torch.Tensor], pa
     for i, r in enumerate(rows):
         out[i, : len(r)] = torch.as_tensor(r, dtype=dtype)
     return out
-
-
-def token_logprobs(
-    model: torch.nn.Module,
-    input_ids: torch.Tensor,
-    attention_mask: torch.Tensor,
-    temperature: float = 1.0,
-    positions: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """log softmax(logits / temperature) of each next token, (B, T); position 0 (no context) is 0.
-
-    With `positions` (a (B, T) 0/1 mask, usually the loss mask), only those positions are projected onto
-    the vocabulary and the rest are 0: the vocabulary projection and its softmax are the step's largest
-    tensors (B x T x V floats) and most tokens (prompt, retrieved documents) never enter the loss. The
-    temperature matches the sampler's, so the ratio to its logprobs starts at 1. Padding is on the right.
-    """
-    if positions is None:
-        logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1].float()
-        logits = logits / temperature if temperature > 0 else logits
-        picked = torch.log_softmax(logits, dim=-1).gather(-1, input_ids[:, 1:, None]).squeeze(-1)
-        return torch.cat([torch.zeros_like(picked[:, :1]), picked], dim=1)
-    hidden = model.get_decoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-    # The logit predicting token t comes from the hidden state at t - 1.
-    rows, cols = positions[:, 1:].nonzero(as_tuple=True)
-    logits = model.get_output_embeddings()(hidden[rows, cols]).float()
-    logits = logits / temperature if temperature > 0 else logits
-    picked = torch.log_softmax(logits, dim=-1).gather(-1, input_ids[rows, cols + 1][:, None]).squeeze(-1)
-    out = torch.zeros(input_ids.shape, dtype=picked.dtype, device=picked.device)
-    return out.index_put((rows, cols + 1), picked)
 
 
 @dataclass
@@ -95,11 +67,11 @@ def policy_gradient_step(
         mask = pad_batch([t.loss_mask for t in chunk], 0, torch.float32).to(device)
         old = pad_batch([t.logprobs for t in chunk], 0.0, torch.float32).to(device)
         advantages = pad_batch(adv, 0.0, torch.float32).to(device)
-        new = token_logprobs(model, ids, attention, temperature, positions=mask)
+        new = token_logprobs(model, ids, attention, temperature=temperature, positions=mask)
         ref = None
         if reference is not None and kl_coef > 0:
             with torch.no_grad():
-                ref = token_logprobs(reference, ids, attention, temperature, positions=mask)
+                ref = token_logprobs(reference, ids, attention, temperature=temperature, positions=mask)
         out = clipped_policy_loss(
             new, old, advantages, mask, eps_low=eps_low, eps_high=eps_high, aggregation=aggregation,
             ref_logprobs=ref, kl_coef=kl_coef, denominator=denominator, norm_length=norm_length,

@@ -6,7 +6,7 @@ import torch
 
 from agents.policies.base import Completion
 from agents.train.trainer import Trainer
-from agents.train.update import token_logprobs
+from agents.rollout.batch import token_logprobs
 from tests.agents.train.test_trainer import tiny_config
 
 

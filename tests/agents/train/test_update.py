@@ -1,7 +1,8 @@
 import torch
 
 from agents.models import build_tiny_model
-from agents.train.update import pad_batch, token_logprobs
+from agents.rollout.batch import token_logprobs
+from agents.train.update import pad_batch
 
 
 def test_pad_batch_right_pads():
