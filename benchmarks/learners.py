@@ -64,7 +64,7 @@ def _plot(histories: dict[str, list[dict]], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels = [("rollout/reward", "reward"), ("rollout/em", "EM"), ("rollout/searches", "searches / episode"), ("rollout/entity_rate", "entity match rate")]
+    panels = [("rollout/reward", "reward"), ("rollout/em", "EM"), ("rollout/searches_mean", "searches / episode"), ("rollout/entity_rate", "entity match rate")]
     fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.2))
     for ax, (key, title) in zip(axes, panels):
         for name, hist in histories.items():

@@ -29,7 +29,7 @@ from agents.learners import cosearch, cw_grpo, e_grpo, grpo
 from agents.learners.batch import LearnerBatch
 from agents.models import TinyModelConfig, build_tiny_model, load_model_and_tokenizer
 from agents.policies.hf import HFPolicy, HFPolicyConfig
-from agents.rollout import RolloutConfig, RolloutEngine
+from agents.rollout import RolloutConfig, RolloutEngine, rollout_metrics
 from agents.train.checkpoint import list_checkpoints, load_checkpoint, save_checkpoint
 from agents.train.config import TrainConfig
 from agents.train.ranker import PolicyChatBackend
@@ -304,17 +304,15 @@ class Trainer:
 
 
 def _rollout_metrics(trajectories, targets: LearnerBatch) -> dict[str, float]:
+    """The rollout engine's batch statistics plus what only the env's episode summaries and the learner know."""
     summaries = [t.step_infos[-1].get("episode", {}) if t.step_infos else {} for t in trajectories]
     rates = [s.get("entity_rate") for s in summaries if s.get("entity_rate") is not None]
-    ends = [t.finish_reason for t in trajectories]
     return {
+        **rollout_metrics(trajectories),
         "rollout/reward": float(np.mean(targets.rewards)),
         "rollout/em": float(np.mean([s.get("em", 0.0) for s in summaries])),
         "rollout/f1": float(np.mean([s.get("f1", 0.0) for s in summaries])),
-        "rollout/searches": float(np.mean([s.get("searches", 0) for s in summaries])),
         "rollout/entity_rate": float(np.mean(rates)) if rates else 0.0,
-        "rollout/answered": ends.count("answered") / len(ends),
-        "rollout/over_long": ends.count("over_long") / len(ends),
         "rollout/sampled_tokens": float(sum(t.num_sampled_tokens for t in trajectories)),
         "rollout/included": float(sum(targets.include)),
     }
