@@ -46,6 +46,27 @@ def parse_contents(contents: str) -> tuple[str, str]:
     return title, rest.strip()
 
 
+class ContentHasher:
+    """SHA-256 over documents' ids, titles and texts, fed one document at a time: `Corpus.content_hash`
+    and the streaming index builder use this one definition, so an index's recorded corpus hash and a
+    loaded corpus's hash agree by construction."""
+
+    def __init__(self) -> None:
+        self._h = hashlib.sha256()
+
+    def update(self, doc: Document) -> None:
+        h = self._h
+        h.update(doc.id.encode("utf-8", "surrogatepass"))
+        h.update(b"\x1f")
+        h.update(doc.title.encode("utf-8", "surrogatepass"))
+        h.update(b"\x1f")
+        h.update(doc.text.encode("utf-8", "surrogatepass"))
+        h.update(b"\x1e")
+
+    def hexdigest(self) -> str:
+        return self._h.hexdigest()
+
+
 class Corpus(Sequence[Document]):
     """An ordered, immutable collection of documents with unique ids.
 
@@ -94,14 +115,9 @@ class Corpus(Sequence[Document]):
     def content_hash(self) -> str:
         """SHA-256 over every document's id, title and text, in order; keys indexes and caches."""
         if self._hash is None:
-            h = hashlib.sha256()
+            h = ContentHasher()
             for doc in self._docs:
-                h.update(doc.id.encode("utf-8", "surrogatepass"))
-                h.update(b"\x1f")
-                h.update(doc.title.encode("utf-8", "surrogatepass"))
-                h.update(b"\x1f")
-                h.update(doc.text.encode("utf-8", "surrogatepass"))
-                h.update(b"\x1e")
+                h.update(doc)
             self._hash = h.hexdigest()
         return self._hash
 

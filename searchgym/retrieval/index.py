@@ -35,7 +35,8 @@ from searchgym.errors import ConfigError, DataError, DataNotFoundError, IndexMis
 from searchgym.retrieval.dense import DenseIndexConfig, build_faiss_index, configure_search, import_faiss, passage_text
 from searchgym.retrieval.docstore import DOCS_FILE, OFFSETS_FILE, DocStore, DocStoreWriter
 from searchgym.retrieval.encoders import EncoderConfig, TextEncoder
-from searchgym.retrieval.storage import ContentHasher, NpyRowWriter, Staging, chunks, file_stamp, link_or_copy
+from searchgym.corpus.corpus import ContentHasher
+from searchgym.retrieval.storage import NpyRowWriter, Staging, chunks, file_stamp, link_or_copy
 
 logger = logging.getLogger(__name__)
 

@@ -3,7 +3,6 @@ incremental corpus hash, and file stamps."""
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import tempfile
@@ -66,25 +65,6 @@ def file_stamp(path: str | Path) -> dict[str, Any]:
         raise DataNotFoundError("corpus file not found", path=p)
     st = p.stat()
     return {"path": str(p.resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
-
-
-class ContentHasher:
-    """Incremental `Corpus.content_hash`: the same digest, computed while streaming."""
-
-    def __init__(self) -> None:
-        self._h = hashlib.sha256()
-
-    def update(self, doc: Document) -> None:
-        h = self._h
-        h.update(doc.id.encode("utf-8", "surrogatepass"))
-        h.update(b"\x1f")
-        h.update(doc.title.encode("utf-8", "surrogatepass"))
-        h.update(b"\x1f")
-        h.update(doc.text.encode("utf-8", "surrogatepass"))
-        h.update(b"\x1e")
-
-    def hexdigest(self) -> str:
-        return self._h.hexdigest()
 
 
 class NpyRowWriter:

@@ -9,7 +9,7 @@ from searchgym.errors import ConfigError, DataNotFoundError, IndexMismatchError
 from searchgym.retrieval import DenseIndexConfig, DenseRetriever, EncoderConfig
 from searchgym.retrieval.docstore import DocStore
 from searchgym.retrieval.index import IndexManifest, build_index, load_index_parts, rebuild_index
-from searchgym.retrieval.storage import ContentHasher
+from searchgym.corpus.corpus import ContentHasher
 from tests.retrieval.conftest import write_jsonl
 
 QUERIES = ["Which river flows through Rome?", "Who discovered radioactivity?", "largest city of Germany"]
