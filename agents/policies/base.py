@@ -125,7 +125,9 @@ def resolve_stop_ids(tokenizer: PreTrainedTokenizerBase, params: SamplingParams)
 
 
 def check_budgets(prompts: Sequence[Sequence[int]], params: SamplingParams, max_new_tokens: Sequence[int] | None) -> list[int]:
-    """Per-prompt budgets, validated: each in [1, params.max_new_tokens]."""
+    """Per-prompt budgets, validated: each in [1, params.max_new_tokens]; every prompt must be non-empty."""
+    if any(len(p) == 0 for p in prompts):
+        raise ConfigError("every prompt needs at least one token")
     if max_new_tokens is None:
         return [params.max_new_tokens] * len(prompts)
     if len(max_new_tokens) != len(prompts):

@@ -86,8 +86,6 @@ class HFPolicy:
         self, prompts: Sequence[Sequence[int]], params: SamplingParams, *, max_new_tokens: Sequence[int] | None = None
     ) -> list[list[Completion]]:
         budgets = check_budgets(prompts, params, max_new_tokens)
-        if any(len(p) == 0 for p in prompts):
-            raise ConfigError("every prompt needs at least one token")
         generator = self._generator
         if params.seed is not None:
             generator = torch.Generator(device=self._device).manual_seed(params.seed)

@@ -121,8 +121,6 @@ class SGLangPolicy:
         self, prompts: Sequence[Sequence[int]], params: SamplingParams, *, max_new_tokens: Sequence[int] | None = None
     ) -> list[list[Completion]]:
         budgets = check_budgets(prompts, params, max_new_tokens)
-        if any(len(p) == 0 for p in prompts):
-            raise ConfigError("every prompt needs at least one token")
         futures = [self._pool.submit(self._generate_one, list(p), params, b) for p, b in zip(prompts, budgets)]
         return [f.result() for f in futures]
 
