@@ -113,20 +113,7 @@ def bench_wiki(args, tmp: Path, encoder: TextEncoder, queries: list[str]) -> flo
     from searchgym.corpus import load_corpus
 
     corpus = load_corpus(path)
-    _set_query_threads(2)
-    t = time.perf_counter()
-    bm25 = BM25Retriever(corpus, cache_dir=tmp / "cache")
-    bm25_s = time.perf_counter() - t
-    _measure(
-        "wiki-18 1k",
-        "bm25",
-        bm25_s,
-        _bm25_bytes(bm25),
-        lambda q: bm25.search(q, args.k),
-        queries,
-        args,
-        ["--corpus", str(path), "--cache-dir", str(tmp / "cache")],
-    )
+    bm25 = _measure_bm25("wiki-18 1k", corpus, path, queries, tmp, args)
 
     _set_query_threads(2)
     flat_dir, hnsw_dir = tmp / "wiki-flat", tmp / "wiki-hnsw"
@@ -192,20 +179,7 @@ def bench_synthetic(args, tmp: Path) -> None:
         flush=True,
     )
     path = _write_jsonl(corpus, tmp / "synthetic.jsonl")
-    _set_query_threads(2)
-    t = time.perf_counter()
-    bm25 = BM25Retriever(corpus, cache_dir=tmp / "cache")
-    bm25_s = time.perf_counter() - t
-    _measure(
-        name,
-        "bm25",
-        bm25_s,
-        _bm25_bytes(bm25),
-        lambda q: bm25.search(q, args.k),
-        queries,
-        args,
-        ["--corpus", str(path), "--cache-dir", str(tmp / "cache")],
-    )
+    _measure_bm25(name, corpus, path, queries, tmp, args)
 
     # FAISS alone over random unit vectors: what the index costs at this size, without the encoder.
     faiss = import_faiss()
@@ -292,6 +266,17 @@ def _print_row(row: dict) -> None:
     else:
         cells += ["-"] * 6
     print("| " + " | ".join(cells + [row["note"]]) + " |", flush=True)
+
+
+def _measure_bm25(name: str, corpus, path: Path, queries, tmp: Path, args) -> BM25Retriever:
+    """Build (timed) and measure BM25 on `corpus`, in-process and through a server on `path`."""
+    _set_query_threads(2)
+    t = time.perf_counter()
+    bm25 = BM25Retriever(corpus, cache_dir=tmp / "cache")
+    bm25_s = time.perf_counter() - t
+    _measure(name, "bm25", bm25_s, _bm25_bytes(bm25), lambda q: bm25.search(q, args.k), queries, args,
+             ["--corpus", str(path), "--cache-dir", str(tmp / "cache")])
+    return bm25
 
 
 def main(argv: list[str] | None = None) -> int:
