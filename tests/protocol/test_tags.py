@@ -1,10 +1,14 @@
 import json
+import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from searchgym.corpus import Document
-from searchgym.protocol import SEARCH_R1_TEMPLATE, TagProtocol, ToolCallProtocol, resolve_protocol
 from searchgym.errors import ConfigError
+from searchgym.protocol import SEARCH_R1_TEMPLATE, TagProtocol, ToolCallProtocol, resolve_protocol
+from searchgym.protocol.tags import extract_thinking
 
 
 @pytest.fixture
@@ -78,3 +82,36 @@ def test_resolve_protocol():
     assert resolve_protocol("tags", template="Q: {question}").render_prompt("x") == "Q: x"
     with pytest.raises(ConfigError):
         resolve_protocol("xml")
+
+
+_THINK = re.compile(r"<think>(.*?)(?:</think>|$)", re.DOTALL)
+_TAG = re.compile(r"</?(?:think|search|answer|information)>")
+
+
+def _regex_thinking(prefix: str) -> str:
+    """The definition `extract_thinking` implements with `str.find`."""
+    blocks = [m.group(1).strip() for m in _THINK.finditer(prefix)]
+    if blocks:
+        return "\n".join(b for b in blocks if b)
+    return _TAG.sub(" ", prefix).strip()
+
+
+@pytest.mark.parametrize(
+    "prefix, expected",
+    [
+        ("<think>a</think> <think> b </think>", "a\nb"),
+        ("<think>unclosed\n", "unclosed"),
+        ("<think></think><think>x", "x"),
+        ("<think>", ""),
+        ("plain <search> text", "plain   text"),
+        ("</think>x<think>y</think>", "y"),
+    ],
+)
+def test_extract_thinking_cases(prefix, expected):
+    assert extract_thinking(prefix) == expected == _regex_thinking(prefix)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["<think>", "</think>", "<search>", "</answer>", "<information>", " ", "\n", "a", "b c", "<", ">"]), max_size=12).map("".join))
+def test_extract_thinking_matches_regex_definition(prefix):
+    assert extract_thinking(prefix) == _regex_thinking(prefix)
