@@ -7,7 +7,9 @@ A checkpoint is a folder `step-NNNNNN/` holding:
 - `state.json`: step, data position, the RNG states of Python, NumPy and torch, the config.
 
 It is written into a temporary sibling folder and renamed into place, so a crash mid-save leaves either
-the previous checkpoint or the new one, never a partial one; folders without `state.json` are ignored.
+the previous checkpoint or the new one, never a partial one; folders without `state.json` are ignored, and
+the temporary folder a killed save leaves behind is removed by the next save. A failed write (disk full,
+file size limit, permissions) raises `CheckpointError` and leaves the previous checkpoints as they were.
 """
 
 from __future__ import annotations
@@ -62,6 +64,9 @@ def trainable_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
 def save_checkpoint(root: Path, step: int, models: Mapping[str, torch.nn.Module], optimizers: Mapping[str, tuple], state: dict[str, Any], *, keep: int = 2) -> Path:
     """Write checkpoint `step` under `root`; keep the newest `keep` checkpoints."""
     root.mkdir(parents=True, exist_ok=True)
+    for stale in root.glob(".tmp-*"):
+        # Left by a process killed mid-save (never loaded: not a step-N folder); its space is needed now.
+        shutil.rmtree(stale, ignore_errors=True)
     target = root / f"step-{step:06d}"
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
     try:

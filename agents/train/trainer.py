@@ -3,8 +3,9 @@
 `Trainer(TrainConfig(...)).run()` trains one learner. Every `checkpoint_every` updates it saves model,
 optimizer, scheduler, RNG states and the data position atomically; with `resume=True` a restarted run
 continues from the newest checkpoint and reproduces the uninterrupted run (rollouts are seeded per step,
-so a resumed step samples what the original would have). Metrics go to `out_dir/metrics.jsonl` with
-namespaced names (`rollout/...`, `loss/...`, `eval/...`) and optionally to TensorBoard.
+so a resumed step samples what the original would have; metrics lines logged after the restored checkpoint
+are dropped, so each step keeps exactly one). Metrics go to `out_dir/metrics.jsonl` with namespaced names
+(`rollout/...`, `loss/...`, `eval/...`) and optionally to TensorBoard.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import copy
 import json
 import logging
 import math
+import os
 import random
 import time
 from collections.abc import Callable
@@ -95,6 +97,8 @@ class Trainer:
         self._tb = None
         if config.resume and (checkpoints := list_checkpoints(self.out / "checkpoints")):
             self._restore(checkpoints[-1])
+        if config.resume:
+            self._drop_unsaved_metrics()
 
     # -- set-up -----------------------------------------------------------------------------------------
 
@@ -284,6 +288,29 @@ class Trainer:
         self.position = int(state["position"])
         self.policy.mark_updated()
         logger.info("resumed from %s (step %d)", path, self.step)
+
+    def _drop_unsaved_metrics(self) -> None:
+        """Drop metrics lines of steps after the restored checkpoint (logged, then the process died before
+        the checkpoint was written) and lines cut short by a crash: the resumed run logs those steps again,
+        and each step must have exactly one line."""
+        path = self.out / "metrics.jsonl"
+        if not path.is_file():
+            return
+        lines = path.read_text().splitlines()
+        kept = []
+        for line in lines:
+            try:
+                step = int(json.loads(line)["step"])
+            except (ValueError, KeyError, TypeError):
+                continue
+            # Step 0 is the cold start, which a run without any checkpoint does again.
+            if self.step > 0 and step <= self.step:
+                kept.append(line)
+        if len(kept) != len(lines):
+            logger.info("dropping %d metrics line(s) written after the checkpoint of step %d", len(lines) - len(kept), self.step)
+            tmp = path.with_suffix(".jsonl.tmp")
+            tmp.write_text("".join(line + "\n" for line in kept))
+            os.replace(tmp, path)
 
     def _log(self, metrics: dict[str, float]) -> None:
         with open(self.out / "metrics.jsonl", "a") as f:

@@ -1,0 +1,258 @@
+"""No data lost: a training run killed with SIGKILL at seeded points resumes from its last checkpoint and ends
+with the same per-step metrics and the same final weights and optimizer state as an uninterrupted run.
+
+Each run is `python -m agents train` (the CLI), with a tiny random model on SearchQA-Synthetic-v0 and a
+checkpoint after every step. A random model never earns a reward, so its advantages are all zero; a short
+cold start on oracle trajectories moves it away from its starting weights and a k3 KL to them then gives
+every RL step a nonzero gradient, so the weights change at each step and a wrong resume shows in them.
+
+Kill points are drawn from a seeded RNG, each tied to the run's progress rather than to wall time:
+- `metrics`: some milliseconds after step k's metrics line appears (between logging and checkpointing,
+  inside the checkpoint write, or early in the next step);
+- `saving`: the moment a checkpoint's temporary folder exists (mid-write);
+- `start`: some seconds after the process starts (imports, world building, cold start, step 1).
+
+As a benchmark with more kill points: `python -m tests.reliability.test_kill_resume --kills 12 --seed 1`
+prints every kill and whether the run survived it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch", reason="training needs torch (pip install searchgym[agents])")
+pytest.importorskip("transformers", reason="training needs transformers (pip install searchgym[agents])")
+
+ROOT = Path(__file__).resolve().parents[2]
+STEPS = 4
+TRAIN_ARGS = (
+    "--model", "tiny", "--learner", "grpo", "--num-entities", "300", "--num-questions", "20", "--questions-per-step", "2",
+    "--group-size", "2", "--max-turn-tokens", "12", "--max-response-tokens", "64", "--max-turns", "2", "--micro-batch", "4",
+    "--lr", "1e-3", "--kl-coef", "0.1", "--cold-start-steps", "1", "--cold-start-batch", "2", "--cold-start-lr", "3e-3",
+    "--checkpoint-every", "1", "--seed", "0",
+)  # fmt: skip
+RUN_TIMEOUT_S = 240.0
+
+
+def train_command(out_dir: Path, steps: int = STEPS) -> list[str]:
+    return [sys.executable, "-m", "agents", "train", *TRAIN_ARGS, "--steps", str(steps), "--out-dir", str(out_dir)]
+
+
+def _env() -> dict[str, str]:
+    # One intra-op thread: the same kernels in every process whatever else runs on the machine.
+    return {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+
+
+def start_run(out_dir: Path) -> subprocess.Popen:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    log = open(out_dir.parent / f"{out_dir.name}.log", "ab")  # noqa: SIM115 - closed with the process below
+    proc = subprocess.Popen(train_command(out_dir), cwd=ROOT, env=_env(), stdout=log, stderr=subprocess.STDOUT)
+    proc.log = log  # type: ignore[attr-defined]
+    return proc
+
+
+def finish_run(proc: subprocess.Popen, out_dir: Path, timeout_s: float = RUN_TIMEOUT_S) -> None:
+    try:
+        code = proc.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise AssertionError(f"training run in {out_dir} took over {timeout_s:g} s") from None
+    finally:
+        proc.log.close()  # type: ignore[attr-defined]
+    log = (out_dir.parent / f"{out_dir.name}.log").read_text(errors="replace")
+    assert code == 0, f"training run in {out_dir} exited with {code}:\n{log[-3000:]}"
+
+
+# -- progress of a run, read from its files ---------------------------------------------------------------
+
+
+def checkpoint_steps(out_dir: Path) -> list[int]:
+    from agents.train.checkpoint import list_checkpoints
+
+    return [int(p.name.split("-")[1]) for p in list_checkpoints(out_dir / "checkpoints")]
+
+
+def metric_steps(out_dir: Path) -> list[int]:
+    path = out_dir / "metrics.jsonl"
+    if not path.is_file():
+        return []
+    steps = []
+    for line in path.read_text().splitlines():
+        try:
+            steps.append(int(json.loads(line)["step"]))
+        except (ValueError, KeyError):
+            steps.append(-1)  # a line cut short by the kill
+    return steps
+
+
+def temp_folders(out_dir: Path) -> set[str]:
+    """Checkpoint folders being written (or left by a run killed while writing one)."""
+    folder = out_dir / "checkpoints"
+    return {p.name for p in folder.iterdir() if p.name.startswith(".tmp-")} if folder.is_dir() else set()
+
+
+def last_logged_step(out_dir: Path, since_ns: int) -> int | None:
+    """The step of the last metrics line, when the file was written after `since_ns` (else None)."""
+    path = out_dir / "metrics.jsonl"
+    try:
+        if path.stat().st_mtime_ns < since_ns:
+            return None
+    except FileNotFoundError:
+        return None
+    steps = metric_steps(out_dir)
+    return steps[-1] if steps else None
+
+
+@dataclass
+class Kill:
+    event: str
+    """`metrics`, `saving` or `start` (see the module docstring)."""
+    step: int
+    """For `metrics` and `saving`: the step whose metrics line or checkpoint triggers the kill."""
+    delay_s: float
+    """Wait after the trigger before SIGKILL."""
+    landed: str = ""
+    """What the run's files showed when it was killed."""
+
+
+def kill_plan(seed: int, kills: int, steps: int = STEPS) -> list[Kill]:
+    """Seeded kill points, each at a step the run has not finished yet when it is (re)started."""
+    rng = random.Random(seed)
+    plan = []
+    for i in range(kills):
+        event = rng.choice(["metrics", "metrics", "saving", "start"])
+        step = rng.randint(1, steps - 1) if i else 1
+        delay = {"metrics": rng.uniform(0.0, 0.4), "saving": 0.0, "start": rng.uniform(1.0, 5.0)}[event]
+        plan.append(Kill(event, step, delay))
+    return plan
+
+
+def run_and_kill(out_dir: Path, kill: Kill, timeout_s: float = RUN_TIMEOUT_S) -> bool:
+    """Start the run, SIGKILL it at `kill`; True when the kill landed before the run finished."""
+    done = max(checkpoint_steps(out_dir), default=0)
+    target = min(max(kill.step, done + 1), STEPS)  # a step this process has yet to do
+    stale = temp_folders(out_dir)
+    since = time.time_ns()
+    proc = start_run(out_dir)
+    started = time.monotonic()
+    try:
+        while proc.poll() is None and time.monotonic() - started < timeout_s:
+            if kill.event == "start" and time.monotonic() - started >= kill.delay_s:
+                break
+            if kill.event == "metrics" and last_logged_step(out_dir, since) == target:
+                time.sleep(kill.delay_s)
+                break
+            if kill.event == "saving" and temp_folders(out_dir) - stale and (last_logged_step(out_dir, since) or 0) >= target:
+                break
+            time.sleep(0.002)
+        alive = proc.poll() is None
+        if alive:
+            proc.kill()  # SIGKILL, to the process this test started
+        proc.wait(30)
+    finally:
+        proc.log.close()  # type: ignore[attr-defined]
+    kill.step = target if kill.event != "start" else kill.step
+    kill.landed = (f"after the kill: checkpoints {checkpoint_steps(out_dir)}, metrics lines {metric_steps(out_dir)}, "
+                   f"temporary folders {len(temp_folders(out_dir))}")
+    return alive
+
+
+# -- comparison --------------------------------------------------------------------------------------------
+
+
+def metrics_rows(out_dir: Path) -> list[dict]:
+    """Every metrics line without its wall-clock timings, which differ from run to run."""
+    rows = [json.loads(line) for line in (out_dir / "metrics.jsonl").read_text().splitlines()]
+    return [{k: v for k, v in row.items() if not k.startswith("time/")} for row in rows]
+
+
+def final_state(out_dir: Path) -> dict:
+    import torch
+    from safetensors.torch import load_file
+
+    last = out_dir / "checkpoints" / f"step-{STEPS:06d}"
+    return {"weights": load_file(str(last / "policy.safetensors")), "optim": torch.load(last / "policy.optim.pt", weights_only=True)}
+
+
+def assert_same_state(a, b, where: str = "") -> None:
+    import torch
+
+    if isinstance(a, torch.Tensor):
+        assert isinstance(b, torch.Tensor) and torch.equal(a, b), f"tensors differ at {where}"
+    elif isinstance(a, dict):
+        assert isinstance(b, dict) and a.keys() == b.keys(), f"keys differ at {where}"
+        for k in a:
+            assert_same_state(a[k], b[k], f"{where}/{k}")
+    elif isinstance(a, (list, tuple)):
+        assert isinstance(b, (list, tuple)) and len(a) == len(b), f"lengths differ at {where}"
+        for i, (x, y) in enumerate(zip(a, b)):
+            assert_same_state(x, y, f"{where}[{i}]")
+    else:
+        assert a == b, f"{a!r} != {b!r} at {where}"
+
+
+def killed_run_matches(tmp: Path, seed: int, kills: int) -> tuple[list[Kill], list[bool]]:
+    """An uninterrupted run (in the background) and a run killed at `kill_plan(seed, kills)` then resumed to
+    the end; asserts they agree. Returns the kills and whether each landed before its run finished."""
+    straight_dir, killed_dir = tmp / "straight", tmp / "killed"
+    straight = start_run(straight_dir)
+    plan = kill_plan(seed, kills)
+    landed = [run_and_kill(killed_dir, kill) for kill in plan]
+    finish_run(start_run(killed_dir), killed_dir)
+    finish_run(straight, straight_dir)
+
+    assert not temp_folders(killed_dir), "a temporary checkpoint folder was left behind"
+    assert checkpoint_steps(killed_dir) == checkpoint_steps(straight_dir) == [STEPS - 1, STEPS]
+    expected, got = metrics_rows(straight_dir), metrics_rows(killed_dir)
+    assert [r["step"] for r in expected] == list(range(STEPS + 1))  # the cold start's line, then one per step
+    assert got == expected
+    assert_same_state(final_state(killed_dir), final_state(straight_dir))
+    return plan, landed
+
+
+@pytest.mark.slow
+def test_sigkilled_training_resumes_to_the_same_metrics_and_weights(tmp_path):
+    plan, landed = killed_run_matches(tmp_path, seed=0, kills=3)
+    assert all(landed), f"a kill came after its run had finished: {plan}"
+    # The uninterrupted run really trains: every step moved the weights.
+    grad_norms = [r["loss/grad_norm"] for r in metrics_rows(tmp_path / "straight")[1:]]
+    assert all(g > 0 for g in grad_norms), grad_norms
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="Kill a training run at seeded points; check the resumed run.")
+    parser.add_argument("--kills", type=int, default=10)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--out", default=None, help="working folder (default: a temporary one)")
+    args = parser.parse_args()
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="kill-resume-") as tmp:
+        work = Path(args.out or tmp)
+        started = time.perf_counter()
+        try:
+            plan, landed = killed_run_matches(work, args.seed, args.kills)
+            survived = True
+        except AssertionError as e:
+            print(f"FAILED: {e}")
+            return 1
+        for i, (kill, hit) in enumerate(zip(plan, landed)):
+            print(f"kill {i + 1}: {kill.event} step {kill.step} +{kill.delay_s:.2f}s -> {'killed' if hit else 'run had finished'}; {kill.landed}")
+        print(json.dumps({"kills_tried": len(plan), "kills_landed": sum(landed), "survived": survived,
+                          "steps": STEPS, "seconds": round(time.perf_counter() - started, 1)}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
