@@ -76,6 +76,7 @@ def clear_caches() -> None:
     """Forget every cached normalization (for memory, or to time cold runs)."""
     normalize_entity.cache_clear()
     padded.cache_clear()
+    _prepared.cache_clear()
 
 
 def contains_phrase(normalized_text: str, normalized_phrase: str) -> bool:
@@ -104,19 +105,62 @@ def entities_in(text: str, gold: Sequence[str]) -> list[str]:
     return [names[i] for i in phrases.find(text)]
 
 
+# `_ASCII_NON_WORD` turns an ASCII text into its lower-cased words separated by spaces. What separates two
+# words of a phrase there is spaces, and articles among them (normalization drops those).
+_ASCII_GAP = re.compile(r" +(?:(?:a|an|the) +)*")
+
+
+def _ascii_words(phrase: str) -> tuple[str, ...] | None:
+    """The words of a normalized phrase, or None when it can never occur in a normalized ASCII text (a
+    character other than a-z and 0-9 in a word, an article, a stray space)."""
+    words = phrase.split(" ")
+    if all(w.isascii() and w.isalnum() and w == w.lower() and w not in _ARTICLES for w in words):
+        return tuple(words)
+    return None
+
+
+def _occurs(spaced: str, words: tuple[str, ...]) -> bool:
+    """Whether `words` occur as a whole phrase in `spaced` (an ASCII text through `_ASCII_NON_WORD`, with
+    a space added at each end): from each whole-word occurrence of the first word, the gaps must be what
+    normalization makes one space (`_ASCII_GAP`, greedy: an article eaten there is never a phrase word,
+    since phrases hold none) and each later word must be a whole word."""
+    head = f" {words[0]} "
+    start = spaced.find(head)
+    while start >= 0:
+        pos = start + len(head) - 1
+        for w in words[1:]:
+            end = _ASCII_GAP.match(spaced, pos).end()  # type: ignore[union-attr]  # spaced[pos] is a space
+            if not spaced.startswith(w, end) or spaced[end + len(w)] != " ":
+                break
+            pos = end + len(w)
+        else:
+            return True
+        start = spaced.find(head, start + 1)
+    return False
+
+
 class PhraseSet:
     """Normalized phrases to look for, as whole phrases, in raw texts.
 
-    `find` first checks, on the merely lower-cased text, that each phrase's longest word occurs at all;
-    only texts that pass are normalized. For the many documents that mention no gold entity this costs a
-    microsecond instead of a full normalization. (Valid for ASCII texts, whose normalized words are
-    substrings of the lower-cased text; other texts are always normalized.)
+    An ASCII text is not normalized in full. A phrase can only occur if its longest word occurs in the
+    lower-cased text (most documents fail this test); then one `bytes.translate` gives the text's words
+    separated by spaces, and the phrase occurs when its words occur there separated by single spaces,
+    the usual case, or `_occurs` finds them separated by what normalization collapses (several
+    separators, articles). Full normalization costs several microseconds per document, and memory when
+    cached; this costs about one and needs no cache, so documents never seen before cost no more. Other
+    texts are normalized (`padded`) and searched for the padded phrases.
     """
 
     def __init__(self, phrases: Iterable[str]):
         self.phrases = tuple(p for p in phrases if p)
         self._padded = tuple(f" {p} " for p in self.phrases)
-        self._probes = tuple(max(p.split(), key=len) for p in self.phrases)
+        # For the phrases that can occur in an ASCII text at all: (index, longest word, the phrase with a
+        # space at each end, its words when there are several).
+        self._ascii = tuple(
+            (i, max(words, key=len), f" {p} ", words if len(words) > 1 else None)
+            for i, p in enumerate(self.phrases)
+            if (words := _ascii_words(p)) is not None
+        )
 
     def __len__(self) -> int:
         return len(self.phrases)
@@ -127,13 +171,13 @@ class PhraseSet:
             return []
         if text.isascii():
             low = text.lower()
-            candidates = [i for i, probe in enumerate(self._probes) if probe in low]
-            if not candidates:
+            present = [entry for entry in self._ascii if entry[1] in low]
+            if not present:
                 return []
-        else:
-            candidates = range(len(self.phrases))
+            spaced = f" {text.encode('ascii').translate(_ASCII_NON_WORD).decode('ascii')} "
+            return [i for i, _, pad, words in present if pad in spaced or (words is not None and _occurs(spaced, words))]
         norm = padded(text)
-        return [i for i in candidates if self._padded[i] in norm]
+        return [i for i, p in enumerate(self._padded) if p in norm]
 
 
 def match_rate(matched: int, total: int) -> float:
@@ -149,6 +193,13 @@ def relative_rates(rates: Sequence[float]) -> list[float]:
     return [r / top if top > 0 else 0.0 for r in rates]
 
 
+@lru_cache(maxsize=4096)
+def _prepared(gold: tuple[str, ...]) -> tuple[tuple[str, ...], PhraseSet]:
+    """The distinct gold names and their phrases: built once per question, not at every `reset`."""
+    distinct = _distinct(gold)
+    return tuple(name for name, _ in distinct), PhraseSet(norm for _, norm in distinct)
+
+
 class EntityMatcher:
     """Tracks one episode's gold-entity matches, turn by turn.
 
@@ -160,9 +211,8 @@ class EntityMatcher:
     """
 
     def __init__(self, gold: Sequence[str]):
-        distinct = _distinct(gold)
-        self.gold: list[str] = [name for name, _ in distinct]
-        self._phrases = PhraseSet(norm for _, norm in distinct)
+        names, self._phrases = _prepared(tuple(gold))
+        self.gold: list[str] = list(names)
         self._matched: set[str] = set()
         self.matched: list[str] = []
         """Gold entities matched in the thinking so far, in the order they were first matched."""

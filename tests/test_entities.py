@@ -114,6 +114,22 @@ def test_phrase_set_agrees_with_normalize_and_contains(text, phrases):
     assert ps.find(text) == expected
 
 
+_ascii_pieces = st.sampled_from(["a", "an", "the", "The", "AN", " ", "  ", "-", "'s", "_", ".", "\n", "rome", "Rome", "romes", "x", "x1", "1985", "ax", "thea"])
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(_ascii_pieces, max_size=30).map("".join),
+       st.lists(st.one_of(st.lists(_ascii_pieces, min_size=1, max_size=4).map("".join), st.text(max_size=8)), max_size=5))
+def test_phrase_set_ascii_regex_agrees_with_normalized_search(text, phrases):
+    """Any phrase, normalized or not (spaces, capitals, articles, punctuation): `find` on an ASCII text is
+    the padded substring test on the normalized text, which the regex path never computes."""
+    from searchgym.entities import PhraseSet, padded
+
+    ps = PhraseSet(phrases)
+    expected = [i for i, p in enumerate(p for p in phrases if p) if f" {p} " in padded(text)]
+    assert ps.find(text) == expected
+
+
 def test_phrase_set_prefilter_and_unicode():
     from searchgym.entities import PhraseSet
 
@@ -122,3 +138,6 @@ def test_phrase_set_prefilter_and_unicode():
     assert ps.find("HENRI-Becquerel's lab") == [0]
     assert ps.find("Henri and Becquerel") == []  # both words present, not as one phrase
     assert ps.find("Kurt Gödel and Henri Becquerel") == [0, 1]  # non-ASCII: normalized, accents dropped
+    assert ps.find("henri the becquerel") == [0]  # articles drop out between the words
+    assert ps.find("henri_becquerel, henri becquerels") == [0]
+    assert ps.find("xhenri becquerel") == []
