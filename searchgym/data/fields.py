@@ -6,12 +6,16 @@ loader adds the file and the record's position and re-raises it as a `DataError`
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from searchgym.data.records import QARecord
 
 _YES_NO = frozenset({"yes", "no"})
+# JSON's \\uXXXX escapes can spell lone UTF-16 surrogates, which no valid text contains and which fail
+# later, far from the file (encoding a prompt, a server's response).
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class _RecordError(Exception):
@@ -42,13 +46,23 @@ def _field(raw: Mapping[str, Any], key: str, where: str = "") -> Any:
 def _as_str(value: Any, name: str) -> str:
     if not isinstance(value, str):
         raise _RecordError(f"field {name!r}: expected a string, got {_type_name(value)}")
+    return _valid_text(value, name)
+
+
+def _valid_text(value: str, name: str) -> str:
+    bad = _SURROGATE.search(value)
+    if bad is not None:
+        raise _RecordError(
+            f"field {name!r}: holds the unpaired surrogate {bad.group()!a} at character {bad.start()}, "
+            "which is not valid Unicode text (a broken \\uXXXX escape?)"
+        )
     return value
 
 
 def _as_id(value: Any, name: str) -> str:
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         raise _RecordError(f"field {name!r}: expected a string or integer id, got {_type_name(value)}")
-    text = str(value).strip()
+    text = _valid_text(str(value).strip(), name)
     if not text:
         raise _RecordError(f"field {name!r}: empty id")
     return text
@@ -82,6 +96,7 @@ def _as_str_list(value: Any, name: str, *, allow_scalar: bool = False) -> list[s
     for i, item in enumerate(items):
         if not isinstance(item, str):
             raise _RecordError(f"field {name!r}: expected a list of strings, item {i} is {_type_name(item)}")
+        _valid_text(item, f"{name}[{i}]")
     return items
 
 

@@ -136,6 +136,16 @@ def _decode_json_line(file: Path, lineno: int, line: bytes) -> _Raw | None:
             path=file,
             record=where,
         ) from None
+    except (ValueError, RecursionError) as exc:
+        raise DataError(_unreadable_json_message(exc), path=file, record=where) from None
+
+
+def _unreadable_json_message(exc: ValueError | RecursionError) -> str:
+    """Valid JSON syntax that Python's decoder still refuses: nesting deeper than its recursion limit, or
+    an integer longer than `sys.get_int_max_str_digits()`."""
+    if isinstance(exc, RecursionError):
+        return "the JSON is nested too deeply to read (thousands of levels): is the file corrupt?"
+    return f"unreadable JSON value: {exc}"
 
 
 def _not_utf8_message(bad: bytes, position: str) -> str:
@@ -210,6 +220,8 @@ def _decode_element(decoder: json.JSONDecoder, text: str, pos: int, index: int, 
         raise DataError(
             f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}{hint}", path=file, record=index
         ) from None
+    except (ValueError, RecursionError) as exc:
+        raise DataError(_unreadable_json_message(exc), path=file, record=index) from None
 
 
 def _check_array_end(text: str, pos: int, file: Path) -> None:
