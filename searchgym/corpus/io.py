@@ -12,9 +12,11 @@ Python objects; `load_corpus` collects them into a `Corpus`.
 
 from __future__ import annotations
 
+import codecs
 import csv
 import gzip
 import json
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,9 +28,10 @@ csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
 
 
 def _open_text(path: Path):
+    # surrogateescape keeps undecodable bytes (as lone surrogates) so the row holding them can be named.
     if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8", newline="")
-    return open(path, encoding="utf-8", newline="")
+        return gzip.open(path, "rt", encoding="utf-8", errors="surrogateescape", newline="")
+    return open(path, encoding="utf-8", errors="surrogateescape", newline="")
 
 
 def _stem_suffix(path: Path) -> str:
@@ -60,14 +63,31 @@ def iter_corpus_file(path: str | Path) -> Iterator[Document]:
 
 
 def _iter_jsonl(path: Path) -> Iterator[Document]:
-    with _open_text(path) as f:
-        for lineno, line in enumerate(f, 1):
+    # Lines are read as bytes and decoded one by one, so that a bad byte is reported with its line.
+    with gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb") as f:
+        for lineno, raw in enumerate(f, 1):
+            where = f"line {lineno}"
+            if lineno == 1:
+                raw = raw.removeprefix(codecs.BOM_UTF8)
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise DataError(
+                    f"not UTF-8 text (byte {raw[e.start : e.start + 1]!r} at column {e.start + 1}); corpus files must be "
+                    "UTF-8: re-encode the file, e.g. `iconv -f latin1 -t utf-8`",
+                    path=path,
+                    record=where,
+                ) from None
             if not line.strip():
                 continue
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as e:
-                raise DataError(f"invalid JSON ({e.msg} at column {e.colno}); is the file truncated?", path=path, record=f"line {lineno}") from e
+                raise DataError(f"invalid JSON ({e.msg} at column {e.colno}); is the file truncated?", path=path, record=where) from e
+            except RecursionError:
+                raise DataError("the JSON is nested too deeply to read; is the file corrupt?", path=path, record=where) from None
+            except ValueError as e:  # valid syntax Python still refuses, e.g. an integer of over 4300 digits
+                raise DataError(f"unreadable JSON value: {e}", path=path, record=where) from None
             yield _document_from_json(obj, path, lineno)
 
 
@@ -76,8 +96,8 @@ def _document_from_json(obj: object, path: Path, lineno: int) -> Document:
     if not isinstance(obj, dict):
         raise DataError(f"expected a JSON object, got {type(obj).__name__}", path=path, record=where)
     doc_id = obj.get("id", obj.get("_id"))
-    if doc_id is None or isinstance(doc_id, (dict, list)):
-        raise DataError("missing or non-scalar 'id' field", path=path, record=where)
+    if doc_id is None or isinstance(doc_id, (dict, list, bool)):
+        raise DataError("missing or non-scalar 'id' field (expected a string or a number)", path=path, record=where)
     if "contents" in obj:
         contents = obj["contents"]
         if not isinstance(contents, str):
@@ -89,7 +109,29 @@ def _document_from_json(obj: object, path: Path, lineno: int) -> Document:
             raise DataError("'title' and 'text' must be strings", path=path, record=where)
     else:
         raise DataError("a corpus record needs 'contents' or 'text' (with an optional 'title')", path=path, record=where)
-    return Document(str(doc_id), title, text)
+    return _checked_document(str(doc_id), title, text, path, where)
+
+
+# Lone UTF-16 surrogates: from JSON's \uXXXX escapes, or from undecodable bytes (surrogateescape, tsv).
+# No valid text holds them, and they fail far from the file (a server encoding its response).
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _checked_document(doc_id: str, title: str, text: str, path: Path, where: str, *, decoded_leniently: bool = False) -> Document:
+    """The document, unless a field holds a lone surrogate. `decoded_leniently`: the text was decoded with
+    surrogateescape, so a surrogate there stands for a byte that is not UTF-8."""
+    for name, value in (("id", doc_id), ("title", title), ("text", text)):
+        bad = _SURROGATE.search(value)
+        if bad is not None:
+            char = bad.group()
+            what = (
+                f"a byte that is not UTF-8 ({char.encode('utf-8', 'surrogateescape')!r}); corpus files must be UTF-8: "
+                "re-encode the file, e.g. `iconv -f latin1 -t utf-8`"
+                if decoded_leniently
+                else f"the unpaired surrogate {char!a}, which is not valid Unicode text (a broken \\uXXXX escape?)"
+            )
+            raise DataError(f"the {name} holds {what}", path=path, record=where)
+    return Document(doc_id, title, text)
 
 
 def _iter_tsv(path: Path) -> Iterator[Document]:
@@ -104,13 +146,17 @@ def _iter_tsv(path: Path) -> Iterator[Document]:
             i_title = cols.index("title") if "title" in cols else None
         else:
             raise DataError("DPR tsv needs a header line with 'id', 'text' and 'title' columns", path=path, record="line 1")
-        for lineno, row in enumerate(reader, 2):
-            if not row:
-                continue
-            if len(row) < len(cols):
-                raise DataError(f"expected {len(cols)} tab-separated fields, got {len(row)}; is the file truncated?", path=path, record=f"line {lineno}")
-            title = row[i_title] if i_title is not None else ""
-            yield Document(row[i_id], title, row[i_text])
+        lineno = 1
+        try:
+            for lineno, row in enumerate(reader, 2):
+                if not row:
+                    continue
+                if len(row) < len(cols):
+                    raise DataError(f"expected {len(cols)} tab-separated fields, got {len(row)}; is the file truncated?", path=path, record=f"line {lineno}")
+                title = row[i_title] if i_title is not None else ""
+                yield _checked_document(row[i_id], title, row[i_text], path, f"line {lineno}", decoded_leniently=True)
+        except csv.Error as e:
+            raise DataError(f"unreadable tsv row: {e}", path=path, record=f"line {lineno + 1}") from e
 
 
 def load_corpus(path: str | Path, *, limit: int | None = None) -> Corpus:
@@ -123,4 +169,15 @@ def load_corpus(path: str | Path, *, limit: int | None = None) -> Corpus:
     try:
         return Corpus(docs, name=Path(path).name)
     except ValueError as e:
-        raise DataError(str(e), path=path) from e
+        raise DataError(str(e), path=path, record=_first_duplicate(docs)) from e
+
+
+def _first_duplicate(docs: list[Document]) -> str | None:
+    """`document N` (1-based, in file order) of the first repeated id; searched only once Corpus has
+    refused the documents, so loading keeps no second id table."""
+    seen: set[str] = set()
+    for i, doc in enumerate(docs, 1):
+        if doc.id in seen:
+            return f"document {i}"
+        seen.add(doc.id)
+    return None
