@@ -42,7 +42,7 @@ class ToolCallProtocol:
         thinking = extract_thinking(text[:tag_start])
         try:
             call = json.loads(text[content_start:content_end])
-        except (json.JSONDecodeError, RecursionError):
+        except (ValueError, RecursionError):  # ValueError also covers integers of over 4300 digits
             return Action("invalid", thinking=thinking, invalid_reason="bad_tool_call")
         args = call.get("arguments") if isinstance(call, dict) else None
         if not isinstance(args, dict):

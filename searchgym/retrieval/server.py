@@ -268,19 +268,23 @@ def create_app(retriever: Retriever, config: ServerConfig | None = None):
 
     def _json(body: Any, status: int = 200) -> Response:
         # Serialized directly: FastAPI's generic encoder walks every nested value and costs more than the search.
-        return Response(
-            json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode(),
-            status_code=status,
-            media_type="application/json",
-        )
+        try:
+            data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+        except UnicodeEncodeError:
+            # A lone surrogate (from a corpus built in code, or echoed from a query) has no UTF-8 form;
+            # ASCII JSON writes it as a \uXXXX escape, which every JSON reader accepts.
+            data = json.dumps(body, separators=(",", ":")).encode()
+        return Response(data, status_code=status, media_type="application/json")
 
     async def retrieve(request: Request) -> Response:
         try:
             body = await _read_body(request, config.max_body_bytes)
             try:
                 payload = json.loads(body)
-            except (json.JSONDecodeError, UnicodeDecodeError) as e:
-                raise RequestRejected(422, f"the body is not valid JSON: {e}") from e
+            except RecursionError:
+                raise RequestRejected(422, "the body's JSON is nested too deeply") from None
+            except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, an integer of over 4300 digits
+                raise RequestRejected(422, f"the body is not valid JSON: {e}") from None
             req = parse_retrieve_request(payload, config)
         except RequestRejected as e:
             return _json({"detail": str(e)}, e.status)
