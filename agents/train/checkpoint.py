@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import pickle
 import random
 import re
 import shutil
@@ -112,7 +113,8 @@ def load_checkpoint(path: Path, models: Mapping[str, torch.nn.Module], optimizer
             saved = torch.load(path / f"{name}.optim.pt", weights_only=True)
             optimizer.load_state_dict(saved["optimizer"])
             scheduler.load_state_dict(saved["scheduler"])
-    except (OSError, KeyError, ValueError, json.JSONDecodeError) as e:
+    except (OSError, KeyError, ValueError, json.JSONDecodeError, pickle.UnpicklingError) as e:
+        # UnpicklingError: torch.load(weights_only=True) refusing anything but tensors and plain containers.
         raise CheckpointError(f"checkpoint {path} is unreadable: {e}") from e
     set_rng_state(state["rng"])
     return state

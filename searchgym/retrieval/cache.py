@@ -74,13 +74,19 @@ class RetrievalCache:
             self._file = open(self.path, "a", encoding="utf-8")
         else:
             self._db = sqlite3.connect(self.path, check_same_thread=False)
-            self._db.executescript(
-                "CREATE TABLE IF NOT EXISTS retrievers (fingerprint TEXT PRIMARY KEY, description TEXT NOT NULL);"
-                "CREATE TABLE IF NOT EXISTS entries (key TEXT PRIMARY KEY, fingerprint TEXT NOT NULL, query TEXT NOT NULL,"
-                " k INTEGER NOT NULL, hits TEXT NOT NULL);"
-            )
-            for fp, desc in self._db.execute("SELECT fingerprint, description FROM retrievers"):
-                self._descriptions[fp] = json.loads(desc)
+            try:
+                self._db.executescript(
+                    "CREATE TABLE IF NOT EXISTS retrievers (fingerprint TEXT PRIMARY KEY, description TEXT NOT NULL);"
+                    "CREATE TABLE IF NOT EXISTS entries (key TEXT PRIMARY KEY, fingerprint TEXT NOT NULL, query TEXT NOT NULL,"
+                    " k INTEGER NOT NULL, hits TEXT NOT NULL);"
+                )
+                for fp, desc in self._db.execute("SELECT fingerprint, description FROM retrievers"):
+                    self._descriptions[fp] = json.loads(desc)
+            except (sqlite3.DatabaseError, ValueError) as e:  # not a database; or a row that is not JSON
+                self._db.close()
+                raise DataError(
+                    f"not a readable retrieval cache ({e}); delete the file to start over", path=self.path
+                ) from e
 
     def descriptions(self) -> list[dict[str, Any]]:
         """The retriever descriptions recorded in this cache."""
@@ -138,8 +144,14 @@ class RetrievalCache:
     def _load_jsonl(self) -> None:
         if not self.path.is_file():
             return
-        with open(self.path, encoding="utf-8") as f:
-            lines = f.readlines()
+        try:
+            with open(self.path, encoding="utf-8") as f:
+                lines = f.readlines()
+        except UnicodeDecodeError as e:
+            raise DataError(
+                f"not a retrieval cache: not UTF-8 text ({e.reason} at byte {e.start}); delete the file to start over",
+                path=self.path,
+            ) from None
         for lineno, line in enumerate(lines, 1):
             if not line.strip():
                 continue

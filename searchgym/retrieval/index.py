@@ -86,7 +86,7 @@ class IndexManifest:
         try:
             raw = json.loads(path.read_text(encoding="utf-8"))
             manifest = cls(**raw)
-        except (json.JSONDecodeError, TypeError) as e:
+        except (ValueError, TypeError) as e:  # ValueError: not JSON, or not UTF-8 text
             raise DataError(f"unreadable manifest ({e}); rebuild the index", path=path) from e
         if manifest.format_version != FORMAT_VERSION:
             raise IndexMismatchError(
