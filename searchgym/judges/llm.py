@@ -140,7 +140,7 @@ class LLMJudge:
                         self._fail(results, todo[k], error or "backend", message)
                         continue
                     try:
-                        u, v, analysis = parse_reply(replies[j])
+                        u, v, analysis = parse_reply(replies[j], data=convs[todo[k][0]][-1]["content"])
                     except MalformedReply as e:
                         malformed[k] = todo[k]
                         problems[k] = f"{e}; reply began {str(replies[j])[:120]!r}"
