@@ -15,6 +15,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -57,16 +58,26 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-class ServerProcess:
-    """`python -m searchgym serve ...` on a free loopback port, killed on exit."""
+SERVE = (sys.executable, "-m", "searchgym", "serve")
+"""The command that starts the retrieval server; `ServerProcess` appends the arguments and the address."""
 
-    def __init__(self, args: Sequence[str], *, startup_timeout_s: float = 180.0):
-        self.port = free_port()
+
+class ServerProcess:
+    """`python -m searchgym serve ...` on a loopback port (a free one unless `port` is given), stopped on
+    exit. `launcher` replaces the `searchgym serve` command (it must accept `--host`, `--port` and
+    `--log-level`); `kill()` sends SIGKILL, and starting a new `ServerProcess` on the same port restarts it."""
+
+    def __init__(
+        self,
+        args: Sequence[str],
+        *,
+        startup_timeout_s: float = 180.0,
+        port: int | None = None,
+        launcher: Sequence[str] = SERVE,
+    ):
+        self.port = port or free_port()
         cmd = [
-            sys.executable,
-            "-m",
-            "searchgym",
-            "serve",
+            *launcher,
             *args,
             "--host",
             "127.0.0.1",
@@ -76,16 +87,16 @@ class ServerProcess:
             "warning",
         ]
         env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+        # A file, not a pipe: a server logging under load must never block on a full pipe nobody reads.
+        self._log = tempfile.TemporaryFile()  # noqa: SIM115 - closed in close()
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self._log, env=env)
         self._wait(startup_timeout_s)
 
     def _wait(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(
-                    f"server exited with {self.proc.returncode}: {self.proc.stderr.read().decode()[-2000:]}"
-                )  # type: ignore[union-attr]
+                raise RuntimeError(f"server exited with {self.proc.returncode}: {self.log_tail()}")
             try:
                 status, _ = asyncio.run(_get(self.port, "/health"))
                 if status == 200:
@@ -96,8 +107,33 @@ class ServerProcess:
         self.close()
         raise RuntimeError(f"server did not answer /health within {timeout_s:g} s")
 
+    def log_tail(self, chars: int = 2000) -> str:
+        self._log.seek(0)
+        return self._log.read().decode(errors="replace")[-chars:]
+
     def health(self) -> dict:
         return json.loads(asyncio.run(_get(self.port, "/health"))[1])
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/retrieve"
+
+    def rss_bytes(self) -> int | None:
+        """The server process's resident memory (Linux `/proc`; None elsewhere or once it has exited)."""
+        try:
+            with open(f"/proc/{self.proc.pid}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        return int(line.split()[1]) * 1024
+        except OSError:
+            pass
+        return None
+
+    def kill(self) -> None:
+        """SIGKILL: the server gets no chance to close connections or finish requests."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(10)
 
     def close(self) -> None:
         if self.proc.poll() is None:
@@ -107,6 +143,7 @@ class ServerProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(5)
+        self._log.close()
 
     def __enter__(self) -> ServerProcess:
         return self

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from searchgym.errors import SearchGymError
@@ -69,7 +70,10 @@ def save_checkpoint(root: Path, step: int, models: Mapping[str, torch.nn.Module]
         # Left by a process killed mid-save (never loaded: not a step-N folder); its space is needed now.
         shutil.rmtree(stale, ignore_errors=True)
     target = root / f"step-{step:06d}"
-    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
+    except OSError as e:
+        raise CheckpointError(f"could not write checkpoint {target}: {e}; the previous checkpoints are intact") from e
     try:
         for name, model in models.items():
             save_file(trainable_state(model), str(tmp / f"{name}.safetensors"))
@@ -80,9 +84,14 @@ def save_checkpoint(root: Path, step: int, models: Mapping[str, torch.nn.Module]
         if target.exists():
             shutil.rmtree(target)
         os.replace(tmp, target)
-    except OSError as e:
+    except BaseException as e:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise CheckpointError(f"could not write checkpoint {target}: {e} (disk full or not writable?); training state is unchanged") from e
+        # safetensors and torch.save report a failed write (disk full, file size limit) as their own errors.
+        if isinstance(e, (OSError, RuntimeError, SafetensorError)):
+            raise CheckpointError(
+                f"could not write checkpoint {target}: {e} (disk full or not writable?); the previous checkpoints are intact"
+            ) from e
+        raise
     for old in list_checkpoints(root)[:-keep]:
         shutil.rmtree(old, ignore_errors=True)
     return target

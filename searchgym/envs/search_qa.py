@@ -66,7 +66,9 @@ class SearchQAEnv(gym.Env[str, str]):
 
     ## Episode End
     Terminated when the agent answers. Truncated when `max_turns` turns pass without an answer (invalid
-    actions count as turns). Never both.
+    actions count as turns). Never both. A retriever that fails (`RetrievalError`, or `RetrievalTimeout`
+    once its own bounded retries are spent) raises out of `step` and leaves the episode as it was: the
+    same `step(action)` can be called again once the retriever is back.
 
     ## Arguments
     - `records`: the questions (`QARecord`s).
@@ -182,10 +184,10 @@ class SearchQAEnv(gym.Env[str, str]):
             raise EpisodeStateError("the episode is over (or never started): call reset() before step()")
         parsed = self._parse(action)
         info = self._new_info(parsed)
-        self.transcript.append(("agent", action if isinstance(action, str) else repr(action)))
         reward, terminated = 0.0, False
         assert self._credit is not None
         if parsed.kind == "search":
+            # A retrieval failure raises here, before any episode state changes: the same step can be retried.
             observation, shown = self._search(parsed.query or "", info)
             info["labels"], info["entities"] = self._credit.search_turn(self.turn, parsed.thinking, parsed.query or "", shown)
         else:
@@ -195,6 +197,7 @@ class SearchQAEnv(gym.Env[str, str]):
             else:
                 observation = self.protocol.render_invalid(parsed)
             info["labels"], info["entities"] = self._credit.other_turn(parsed.thinking)
+        self.transcript.append(("agent", action if isinstance(action, str) else repr(action)))
         info["reward"]["total"] = reward
         self.turn += 1
         truncated = not terminated and self.turn >= self.max_turns

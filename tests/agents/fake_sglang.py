@@ -186,12 +186,14 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--startup-delay", type=float, default=0.0)
     parser.add_argument("--exit-code", type=int, default=None, help="exit at once with this code (a failed start)")
+    parser.add_argument("--generate-delay", type=float, default=0.0, help="seconds each /generate takes (to kill one in flight)")
     args = parser.parse_args()
     if args.exit_code is not None:
         print("fake server: failing on purpose", flush=True)
         raise SystemExit(args.exit_code)
     time.sleep(args.startup_delay)
     fake = FakeSGLang(model_path=args.model_path)
+    fake.hang_s = args.generate_delay
     fake.server.server_close()
     fake.server = ThreadingHTTPServer((args.host, args.port), fake._handler())
     print(f"fake server listening on {args.host}:{args.port}", flush=True)
