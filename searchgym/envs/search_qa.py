@@ -290,11 +290,13 @@ class SearchQAEnv(gym.Env[str, str]):
     def _score(self, answer: str, info: StepInfo) -> float:
         assert self.record is not None
         golds = self.record.answers
+        em, f1, cover_em = exact_match(answer, golds), f1_score(answer, golds), cover_exact_match(answer, golds)
+        reward = self.answer_reward
         parts: RewardParts = info["reward"]
-        parts["answer"] = float(self.answer_reward(answer, golds))
-        parts["em"] = exact_match(answer, golds)
-        parts["f1"] = f1_score(answer, golds)
-        parts["cover_em"] = cover_exact_match(answer, golds)
+        # A named answer reward is one of the metrics just computed: not computed twice.
+        parts["answer"] = (em if reward is exact_match else f1 if reward is f1_score else cover_em if reward is cover_exact_match
+                           else float(reward(answer, golds)))
+        parts["em"], parts["f1"], parts["cover_em"] = em, f1, cover_em
         return parts["answer"]
 
     def _summary(self, *, answered: bool) -> EpisodeSummary:

@@ -20,8 +20,8 @@ def format_valid(turns: Sequence[str]) -> bool:
     for i, turn in enumerate(turns):
         open_tag: str | None = None
         actions: list[str] = []
-        for m in _TAG.finditer(turn):
-            closing, name = m.group(1) == "/", m.group(2)
+        for slash, name in _TAG.findall(turn):  # (slash, name) tuples: no match objects to build
+            closing = slash == "/"
             if name == "information":
                 return False
             if not closing:

@@ -37,6 +37,13 @@ def test_token_f1_worked_example():
     assert f1 == pytest.approx(2 / 3)
 
 
+def test_token_f1_counts_repeated_tokens_as_a_multiset():
+    # pred [x, x, y], gold [x, y, y]: in common one x and one y -> precision 2/3, recall 2/3
+    assert token_f1("x x y", "x y y") == pytest.approx((2 / 3, 2 / 3, 2 / 3))
+    # pred [x, x], gold [x]: one x in common -> precision 1/2, recall 1
+    assert token_f1("x x", "x") == pytest.approx((2 / 3, 0.5, 1.0))
+
+
 def test_f1_yes_no_must_match_exactly():
     # HotpotQA's evaluator: yes/no answers score only when identical.
     assert f1_score("yes", ["no"]) == 0.0
