@@ -61,6 +61,22 @@ def free_port() -> int:
 SERVE = (sys.executable, "-m", "searchgym", "serve")
 """The command that starts the retrieval server; `ServerProcess` appends the arguments and the address."""
 
+_RANK_BM25_SCRIPT = """
+import argparse
+from searchgym.corpus import load_corpus
+from searchgym.retrieval import BM25Retriever
+from searchgym.retrieval.server import ServerConfig, serve
+p = argparse.ArgumentParser()
+for flag in ("--corpus", "--host", "--log-level"):
+    p.add_argument(flag)
+p.add_argument("--port", type=int)
+a = p.parse_args()
+serve(BM25Retriever(load_corpus(a.corpus), backend="rank_bm25"), ServerConfig(host=a.host, port=a.port), log_level=a.log_level)
+"""
+RANK_BM25_SERVE = (sys.executable, "-c", _RANK_BM25_SCRIPT)
+"""The same server over rank-bm25 (`--corpus` only): it starts in about a second, where `searchgym serve`'s
+bm25s spends ~10 s compiling numba kernels in its warm-up search. For tests that start servers often."""
+
 
 class ServerProcess:
     """`python -m searchgym serve ...` on a loopback port (a free one unless `port` is given), stopped on
@@ -182,10 +198,11 @@ def load_test(
     request_timeout_s: float = 10.0,
 ) -> Timing:
     """`clients` concurrent keep-alive connections, each sending one-query Search-R1 requests back to back."""
-    return asyncio.run(_load_test(port, queries, k, clients, duration_s, max_requests, request_timeout_s))
+    return asyncio.run(run_clients(port, queries, k, clients, duration_s, max_requests, request_timeout_s))
 
 
-async def _load_test(port, queries, k, clients, duration_s, max_requests, request_timeout_s) -> Timing:
+async def run_clients(port, queries, k, clients, duration_s, max_requests, request_timeout_s=10.0) -> Timing:
+    """The coroutine behind `load_test`, to run beside other tasks in one event loop."""
     bodies = [json.dumps({"queries": [q], "topk": k, "return_scores": True}).encode() for q in queries]
     lat: list[float] = []
     counter = {"next": 0, "errors": 0}

@@ -31,30 +31,14 @@ import pytest
 pytest.importorskip("fastapi", reason="the retrieval server needs the server extra")
 pytest.importorskip("httpx", reason="the HTTP clients need httpx")
 
-from benchmarks.loadgen import SERVE, ServerProcess
+from benchmarks.loadgen import RANK_BM25_SERVE, SERVE, ServerProcess
 from searchgym.envs import SearchQAEnv
 from searchgym.errors import RetrievalError, RetrievalTimeout
 from searchgym.retrieval import HTTPRetriever, HTTPRetrieverConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# The retrieval server module over rank-bm25: it starts in about a second, where `searchgym serve` (bm25s)
-# spends ~10 s compiling numba kernels in its warm-up search. Both are the same server code.
-RANK_BM25_SERVER = textwrap.dedent(
-    """
-    import argparse
-    from searchgym.corpus import load_corpus
-    from searchgym.retrieval import BM25Retriever
-    from searchgym.retrieval.server import ServerConfig, serve
-    p = argparse.ArgumentParser()
-    for flag in ("--corpus", "--host", "--log-level"):
-        p.add_argument(flag)
-    p.add_argument("--port", type=int)
-    a = p.parse_args()
-    serve(BM25Retriever(load_corpus(a.corpus), backend="rank_bm25"), ServerConfig(host=a.host, port=a.port), log_level=a.log_level)
-    """
-)
-LAUNCHERS = {"server-module": (sys.executable, "-c", RANK_BM25_SERVER), "searchgym-serve": SERVE}
+LAUNCHERS = {"server-module": RANK_BM25_SERVE, "searchgym-serve": SERVE}
 
 
 class SilentServer:

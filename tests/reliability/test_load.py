@@ -1,0 +1,39 @@
+"""The retrieval server under 64 concurrent loopback clients (`benchmarks.load`), in two short rounds: no
+errors, over-limit requests refused with 413 while the others are served, no memory growth between rounds.
+
+The server here is the server module over rank-bm25 (it starts in a second); the benchmark itself runs
+`searchgym serve` (bm25s): `python -m benchmarks.load`.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("fastapi", reason="the retrieval server needs the server extra")
+
+from benchmarks.load import OVERSIZED, run_load, synthetic_corpus
+from benchmarks.loadgen import RANK_BM25_SERVE
+
+RSS_NOISE_MIB = 16.0
+"""Growth between two rounds that is allocator noise, not a leak (a leak grows with every round)."""
+
+
+@pytest.mark.slow
+def test_64_clients_two_rounds(tmp_path):
+    corpus, queries = synthetic_corpus(tmp_path, entities=300)
+    result = run_load(corpus, queries, clients=64, duration_s=2.0, rounds=2, probe_every_s=0.2, launcher=RANK_BM25_SERVE)
+
+    assert result["server_alive"]
+    rounds = result["rounds"]
+    for r in rounds:
+        assert r["errors"] == 0, r
+        assert r["requests"] >= 100, r  # the clients were really served during the probes
+    probes = [p for r in rounds for p in r["probes"]]
+    assert {p["kind"] for p in probes} == set(OVERSIZED)
+    # A 413 for the declared over-limit body proves the refusal came before the body: the probe sends only
+    # 64 KiB of the 8 MiB it declares, so a server waiting for the rest would never have answered.
+    assert all(p["status"] == 413 for p in probes), [p for p in probes if p["status"] != 413]
+
+    rss = [result["rss_before_mib"], *(r["rss_after_mib"] for r in rounds)]
+    if None not in rss:  # Linux /proc
+        assert result["rss_growth_last_round_mib"] < RSS_NOISE_MIB, rss
