@@ -175,6 +175,6 @@ def oracle_trajectory(record: QARecord) -> list[str]:
             think = f"The search result says {found} is {names[i]}. Next I need {need}."
         turns.append(f"<think>{think}</think>\n<search>{oracle_query(names[i], rel, kinds[i])}</search>")
     last = _phrase(rels[-1], kinds[-2], kinds[-1], names[-2])
-    turns.append(f"<think>The search result says {last} is {names[-1]}, so the answer is {names[-1]}.</think>\n"
+    turns.append(f"<think>The search result says {last} is {names[-1]}.</think>\n"
                  f"<answer>{record.answers[0]}</answer>")
     return turns
