@@ -225,6 +225,9 @@ def killed_run_matches(tmp: Path, seed: int, kills: int) -> tuple[list[Kill], li
 def test_sigkilled_training_resumes_to_the_same_metrics_and_weights(tmp_path):
     plan, landed = killed_run_matches(tmp_path, seed=0, kills=3)
     assert all(landed), f"a kill came after its run had finished: {plan}"
+    for kill in plan:
+        print(f"SIGKILL at {kill.event} (step {kill.step}, +{kill.delay_s:.2f} s); {kill.landed}")
+    print(f"{len(plan)} kills, resumed to the end: metrics and final weights and optimizer state equal the uninterrupted run's")
     # The uninterrupted run really trains: every step moved the weights.
     grad_norms = [r["loss/grad_norm"] for r in metrics_rows(tmp_path / "straight")[1:]]
     assert all(g > 0 for g in grad_norms), grad_norms
