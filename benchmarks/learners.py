@@ -1,19 +1,25 @@
 """The reference comparison: GRPO, CW-GRPO, E-GRPO and COSEARCH trained with the same seed, questions and
-budget from the same cold-started policy, evaluated on held-out questions.
+budget from the same cold-started policy, evaluated on held-out questions; and the learning check.
 
-1. Cold start: supervised steps on oracle trajectories of the synthetic world's train split (E-GRPO's
-   cold start), done once and shared, so every learner starts from the same weights.
+Per seed:
+1. The base policy (the model as released) is evaluated, then cold-started: supervised steps on oracle
+   trajectories of the synthetic world's train split (E-GRPO's cold start), done once and shared, so every
+   learner starts from the same weights; the cold-started policy is evaluated too.
 2. Each learner runs `--steps` RL updates of `--questions` questions x `--group` rollouts, with the same
    seed (hence the same question order); COSEARCH also trains its own ranker (a second copy of the model).
-3. Greedy evaluation on `--eval` test-split questions (start entities never seen in training) before RL
-   and after each learner.
+3. Greedy evaluation on `--eval` test-split questions (start entities never seen in training) after each
+   learner.
 
-Prints what each learner did differently while it runs, then a results table, and writes
-`results.json`, `results.md` and `curves.png` (reward, EM, searches per episode, entity match rate over
-steps) under `--out`.
+With two or more `--seeds`, the learning check compares each learner's test EM with the base and with the
+cold-started policy against the run-to-run noise (the standard deviation over seeds).
 
-    python -m benchmarks.learners --preset cpu     # SmolLM2-135M on 1-hop synthetic questions, ~15 min on 2 cores
-    python -m benchmarks.learners --preset gpu     # see docs/learners.md: larger model, more steps (GPU machine)
+Prints what each learner did differently while it runs, then a results table, and writes `results.json`,
+`results.md` and `curves.png` (reward, EM, searches per episode, entity match rate over steps) under
+`--out` (and the same per seed under `--out/seed<N>`).
+
+    python -m benchmarks.learners --preset cpu              # SmolLM2-135M, 1-hop synthetic questions (the main job)
+    python -m benchmarks.learners --preset cpu --seeds 0 1  # the learning check over two seeds
+    python -m benchmarks.learners --preset gpu              # see docs/learners.md: larger model, more steps (GPU machine)
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import numpy as np
+
 from agents.train import TrainConfig
 
 WHAT_DIFFERS = {
@@ -32,6 +40,16 @@ WHAT_DIFFERS = {
     "e-grpo": "wrong answers earn 0.3 x their group-normalized gold-entity match rate; over-long rollouts leave the loss",
     "cosearch": "the agent trains with GRPO while a second model reranks 5 candidates per search, trained on clustered calls (Eq. 6)",
 }
+
+
+# The CPU preset's prompt: the same tags and contract as Search-R1's instruction in a third of the tokens.
+# On 2 cores prompt tokens dominate the step (each turn re-reads the whole context), so the preset spends
+# its budget on rollouts instead of on the instruction.
+SHORT_TEMPLATE = (
+    "Answer the question. Think inside <think> </think>. To search, write <search> query </search>; results "
+    "come back inside <information> </information>. Give the final answer inside <answer> </answer>.\n"
+    "Question: {question}\n"
+)
 
 
 @dataclass(frozen=True)
@@ -48,11 +66,15 @@ class Preset:
     max_response_tokens: int
     top_k: int
     lr: float
+    template: str | None = None
+    """None: Search-R1's instruction."""
 
 
 PRESETS = {
-    # Sized for 2 CPU cores and ~15 minutes: few, small steps; the table reports what that budget buys.
-    "cpu": Preset("smollm2-135m", 1000, (1,), 4, 3, 2, 4, 24, 48, 256, 1, 2e-6),
+    # Sized for 2 CPU cores and ~15 minutes per seed: few, small steps; the table reports what that budget buys.
+    "cpu": Preset("smollm2-135m", 1000, (1,), 4, 3, 2, 4, 24, 64, 256, 1, 2e-6, SHORT_TEMPLATE),
+    # A random 2-layer model: checks the whole pipeline in seconds (the tests run it); learns nothing.
+    "tiny": Preset("tiny", 300, (1,), 1, 1, 2, 2, 4, 16, 64, 1, 1e-4, SHORT_TEMPLATE),
     # For one GPU (documented; not run in CI): a real budget.
     "gpu": Preset("Qwen/Qwen2.5-0.5B-Instruct", 10000, (1, 2), 50, 200, 16, 8, 500, 256, 2048, 3, 1e-6),
 }
@@ -76,12 +98,109 @@ def _plot(histories: dict[str, list[dict]], path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
+def _run_seed(preset: Preset, learners: list[str], steps: int, seed: int, out: Path) -> dict:
+    """Base eval, cold start, start eval, then each learner from the same start; returns this seed's results."""
+    from agents.models import save_model
+    from agents.train.trainer import Trainer
+
+    env_options = {"template": preset.template} if preset.template else {}
+
+    def config(learner: str, model: str, run: str, **extra) -> TrainConfig:
+        return TrainConfig(learner=learner, model=model, num_entities=preset.num_entities, hops=preset.hops, steps=steps,
+                           questions_per_step=preset.questions, group_size=preset.group, eval_questions=preset.eval_questions,
+                           max_turn_tokens=preset.max_turn_tokens, max_response_tokens=preset.max_response_tokens, top_k=preset.top_k,
+                           lr=preset.lr, seed=seed, out_dir=str(out / run), resume=False, checkpoint_every=0,
+                           env_options=env_options, **extra)
+
+    t0 = time.perf_counter()
+    starter = Trainer(config("grpo", preset.model, "cold_start", cold_start_steps=preset.cold_start_steps))
+    base_eval = starter.evaluate()
+    print(f"[base policy] {preset.model} as released: test EM {base_eval['eval/em']:.3f}, F1 {base_eval['eval/f1']:.3f}, "
+          f"searches/ep {base_eval['eval/searches']:.2f} ({time.perf_counter() - t0:.0f} s)", flush=True)
+    losses = starter.cold_start()
+    print(f"[cold start] {preset.cold_start_steps} supervised steps on oracle trajectories: NLL {losses[0]:.3f} -> {losses[-1]:.3f}", flush=True)
+    start_dir = out / "cold_start" / "model"
+    save_model(starter.model, starter.tokenizer, start_dir)
+    start_eval = starter.evaluate()
+    starter.close()
+    print(f"[start policy] cold-started: test EM {start_eval['eval/em']:.3f}, F1 {start_eval['eval/f1']:.3f}, "
+          f"searches/ep {start_eval['eval/searches']:.2f} ({time.perf_counter() - t0:.0f} s)", flush=True)
+
+    results = {"base": {"eval": base_eval}, "start": {"eval": start_eval, "minutes": (time.perf_counter() - t0) / 60}}
+    for learner in learners:
+        t = time.perf_counter()
+        print(f"\n[{learner}] {WHAT_DIFFERS[learner]}", flush=True)
+        trainer = Trainer(config(learner, str(start_dir), learner))
+        history = trainer.run(progress=True)
+        final = trainer.evaluate()
+        trainer.close()
+        last = history[-1]
+        extra = {k: round(v, 3) for k, v in last.items() if k.split("/")[0] in ("cw_grpo", "e_grpo", "ranker")}
+        print(f"[{learner}] train reward {history[0]['rollout/reward']:.3f} -> {last['rollout/reward']:.3f}; test EM "
+              f"{start_eval['eval/em']:.3f} -> {final['eval/em']:.3f}; {extra}", flush=True)
+        results[learner] = {"eval": final, "history": history, "minutes": (time.perf_counter() - t) / 60}
+    results["minutes"] = (time.perf_counter() - t0) / 60
+    return results
+
+
+def _seed_table(results: dict, learners: list[str]) -> str:
+    lines = ["| policy | test EM | test F1 | searches/ep | train reward (first -> last) | minutes |", "|---|---|---|---|---|---|"]
+    for name, label in (("base", "base (as released)"), ("start", "start (cold-started)")):
+        e = results[name]["eval"]
+        minutes = f"{results[name]['minutes']:.1f}" if "minutes" in results[name] else "-"
+        lines.append(f"| {label} | {e['eval/em']:.3f} | {e['eval/f1']:.3f} | {e['eval/searches']:.2f} | - | {minutes} |")
+    for learner in learners:
+        r, h = results[learner], results[learner]["history"]
+        lines.append(f"| {learner} | {r['eval']['eval/em']:.3f} | {r['eval']['eval/f1']:.3f} | {r['eval']['eval/searches']:.2f} | "
+                     f"{h[0]['rollout/reward']:.3f} -> {h[-1]['rollout/reward']:.3f} | {r['minutes']:.1f} |")
+    return "\n".join(lines)
+
+
+def learning_check(per_seed: dict[int, dict], learners: list[str], eval_questions: int) -> str:
+    """The learning check over seeds: each learner's test EM against the base and the cold-started policy.
+
+    Run-to-run noise is the sample standard deviation over seeds of a policy's test EM (the same recipe
+    with another seed: other question order, sampling and cold-start batches); with one seed only the
+    binomial standard error of an EM measured on `eval_questions` questions is available.
+    """
+    seeds = sorted(per_seed)
+    em = {name: np.array([per_seed[s][name]["eval"]["eval/em"] for s in seeds]) for name in ["base", "start", *learners]}
+
+    def noise(values: np.ndarray) -> float:
+        if len(values) > 1:
+            return float(values.std(ddof=1))
+        p = float(values[0])
+        return float(np.sqrt(max(p * (1 - p), 1e-12) / eval_questions))
+
+    kind = f"std over {len(seeds)} seeds" if len(seeds) > 1 else f"binomial SE on {eval_questions} questions"
+    header = (f"| policy | test EM per seed ({', '.join(map(str, seeds))}) | mean | noise ({kind}) | "
+              "rise over base | above base noise? | rise over start | above start noise? |")
+    lines = [header, "|---|---|---|---|---|---|---|---|"]
+    for name in ["base", "start", *learners]:
+        v = em[name]
+        row = f"| {name} | {', '.join(f'{x:.3f}' for x in v)} | {v.mean():.3f} | {noise(v):.3f} |"
+        if name == "base":
+            row += " - | - | - | - |"
+        else:
+            rise_b = v.mean() - em["base"].mean()
+            nb = max(noise(v), noise(em["base"]))
+            row += f" {rise_b:+.3f} | {'yes' if rise_b > nb else 'no'} |"
+            if name == "start":
+                row += " - | - |"
+            else:
+                rise_s = v.mean() - em["start"].mean()
+                ns = max(noise(v), noise(em["start"]))
+                row += f" {rise_s:+.3f} | {'yes' if rise_s > ns else 'no'} |"
+        lines.append(row)
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="compare the reference learners on the synthetic world")
     p.add_argument("--preset", choices=sorted(PRESETS), default="cpu")
     p.add_argument("--learners", nargs="+", default=list(WHAT_DIFFERS), choices=list(WHAT_DIFFERS))
     p.add_argument("--steps", type=int, help="override the preset's RL steps")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seeds", type=int, nargs="+", default=[0], help="one full run per seed; two or more give the learning check's noise")
     p.add_argument("--out", default="results/learners")
     args = p.parse_args(argv)
     preset = PRESETS[args.preset]
@@ -89,56 +208,30 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
 
-    from agents.models import save_model
-    from agents.train.trainer import Trainer
-
-    def config(learner: str, model: str, run: str, **extra) -> TrainConfig:
-        return TrainConfig(learner=learner, model=model, num_entities=preset.num_entities, hops=preset.hops, steps=steps,
-                           questions_per_step=preset.questions, group_size=preset.group, eval_questions=preset.eval_questions,
-                           max_turn_tokens=preset.max_turn_tokens, max_response_tokens=preset.max_response_tokens, top_k=preset.top_k,
-                           lr=preset.lr, seed=args.seed, out_dir=str(out / run), resume=False, checkpoint_every=0, **extra)
-
     t0 = time.perf_counter()
     print(f"preset {args.preset}: {preset.model}, hops {preset.hops}, {preset.cold_start_steps} cold-start steps, "
-          f"{steps} RL steps x {preset.questions} questions x {preset.group} rollouts, eval on {preset.eval_questions} test questions")
-    start_dir = out / "cold_start" / "model"
-    starter = Trainer(config("grpo", preset.model, "cold_start", cold_start_steps=preset.cold_start_steps))
-    losses = starter.cold_start()
-    print(f"[cold start] oracle-trajectory NLL {losses[0]:.3f} -> {losses[-1]:.3f} in {time.perf_counter() - t0:.0f} s")
-    save_model(starter.model, starter.tokenizer, start_dir)
-    start_eval = starter.evaluate()
-    starter.close()
-    print(f"[start policy] test EM {start_eval['eval/em']:.3f}, F1 {start_eval['eval/f1']:.3f}, searches/ep {start_eval['eval/searches']:.2f}")
+          f"{steps} RL steps x {preset.questions} questions x {preset.group} rollouts, eval on {preset.eval_questions} "
+          f"test questions, seeds {args.seeds}", flush=True)
+    per_seed = {}
+    for seed in args.seeds:
+        print(f"\n===== seed {seed}", flush=True)
+        results = per_seed[seed] = _run_seed(preset, args.learners, steps, seed, out / f"seed{seed}")
+        table = _seed_table(results, args.learners)
+        (out / f"seed{seed}").mkdir(parents=True, exist_ok=True)
+        (out / f"seed{seed}" / "results.md").write_text(table + "\n")
+        _plot({name: results[name]["history"] for name in args.learners}, out / f"seed{seed}" / "curves.png")
+        print(f"\nseed {seed} ({results['minutes']:.1f} min):\n{table}", flush=True)
 
-    results = {"start": {"eval": start_eval, "minutes": (time.perf_counter() - t0) / 60}}
-    histories = {}
-    for learner in args.learners:
-        t = time.perf_counter()
-        print(f"\n[{learner}] {WHAT_DIFFERS[learner]}")
-        trainer = Trainer(config(learner, str(start_dir), learner))
-        history = trainer.run(progress=True)
-        final = trainer.evaluate()
-        trainer.close()
-        histories[learner] = history
-        last = history[-1]
-        extra = {k: round(v, 3) for k, v in last.items() if k.split("/")[0] in ("cw_grpo", "e_grpo", "ranker")}
-        print(f"[{learner}] train reward {history[0]['rollout/reward']:.3f} -> {last['rollout/reward']:.3f}; test EM "
-              f"{start_eval['eval/em']:.3f} -> {final['eval/em']:.3f}; {extra}")
-        results[learner] = {"eval": final, "history": history, "minutes": (time.perf_counter() - t) / 60}
-
-    lines = ["| learner | test EM | test F1 | searches/ep | train reward (first -> last) | minutes |", "|---|---|---|---|---|---|"]
-    lines.append(f"| start (cold-started) | {start_eval['eval/em']:.3f} | {start_eval['eval/f1']:.3f} | {start_eval['eval/searches']:.2f} | - | {results['start']['minutes']:.1f} |")
-    for learner in args.learners:
-        r = results[learner]
-        h = r["history"]
-        lines.append(f"| {learner} | {r['eval']['eval/em']:.3f} | {r['eval']['eval/f1']:.3f} | {r['eval']['eval/searches']:.2f} | "
-                     f"{h[0]['rollout/reward']:.3f} -> {h[-1]['rollout/reward']:.3f} | {r['minutes']:.1f} |")
-    table = "\n".join(lines)
-    (out / "results.md").write_text(table + "\n")
-    (out / "results.json").write_text(json.dumps({"preset": asdict(preset), "steps": steps, "seed": args.seed, "results": results}, indent=2))
-    _plot(histories, out / "curves.png")
-    print("\n" + table)
-    print(f"\ntotal {(time.perf_counter() - t0) / 60:.1f} min; plot: {out / 'curves.png'}; table: {out / 'results.md'}")
+    check = learning_check(per_seed, args.learners, preset.eval_questions)
+    first = args.seeds[0]
+    plot = out / "curves.png"
+    _plot({name: per_seed[first][name]["history"] for name in args.learners}, plot)
+    report = _seed_table(per_seed[first], args.learners) + "\n\nLearning check (test EM):\n\n" + check + "\n"
+    (out / "results.md").write_text(report)
+    (out / "results.json").write_text(json.dumps({"preset": asdict(preset), "steps": steps, "seeds": args.seeds,
+                                                  "results": {str(s): r for s, r in per_seed.items()}}, indent=2))
+    print("\nLearning check (test EM):\n" + check)
+    print(f"\ntotal {(time.perf_counter() - t0) / 60:.1f} min; plot: {plot}; table: {out / 'results.md'}")
     return 0
 
 
