@@ -189,7 +189,8 @@ class SearchQARollout:
         eos = engine.tokenizer.eos_token_id
         out: dict[str, list] = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": [], TRAJECTORY_FIELD: trajectories}
         for key, qid, t in zip(keys, question_ids, trajectories):
-            if t.question_id != qid or key not in t.segments[0].text:
+            # Chat templates may trim the message, hence strip().
+            if t.question_id != qid or key.strip() not in t.segments[0].text:
                 raise ConfigError(f"the env reset to question {t.question_id!r} for a prompt of {qid!r}; make_env must build identical envs")
             p = t.prompt_length
             completion, mask, logprobs = t.token_ids[p:], t.loss_mask[p:], t.logprobs[p:]
@@ -214,6 +215,8 @@ class SearchQARollout:
                 policy = self.policy_factory(model, tokenizer)
             else:
                 policy = HFPolicy(model, tokenizer, config=HFPolicyConfig(max_batch_rows=self.config.max_batch_rows))
+            if not trainer.max_completion_length:
+                raise ConfigError("set GRPOConfig(max_completion_length=...): it is the episode's token budget after the prompt")
             budget = int(trainer.max_completion_length)
             cfg = self.config
             rollout_config = RolloutConfig(
