@@ -36,6 +36,7 @@ This module builds on `agents` (the rollout engine and policies); nothing else u
 from __future__ import annotations
 
 import logging
+import time
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -108,6 +109,8 @@ class SearchQARollout:
         self.policy_factory = policy_factory
         self.trajectories: list[Trajectory] = []
         """The episodes of the latest call, in TRL's order (for inspection and logging)."""
+        self.seconds = 0.0
+        """Wall-clock seconds of the latest call."""
         self._probe: gym.Env | None = None
         self._question_by_prompt: dict[str, str] = {}
         self._indexed = 0
@@ -179,6 +182,7 @@ class SearchQARollout:
         """TRL's `rollout_func`: one episode per prompt, in order (TRL repeats each prompt per generation)."""
         if not prompts:
             raise ConfigError("the rollout got no prompts")
+        start = time.perf_counter()
         engine = self._engine_for(trainer)
         keys = [_prompt_text(p) for p in prompts]
         question_ids = [self._question_for(k) for k in keys]
@@ -201,6 +205,7 @@ class SearchQARollout:
             out["logprobs"].append(logprobs)
             out["env_mask"].append(mask)
         self.trajectories = trajectories
+        self.seconds = time.perf_counter() - start
         logger.debug("rollout: %d episodes, %s", len(trajectories), rollout_metrics(trajectories))
         return out
 
