@@ -12,7 +12,6 @@ Python objects; `load_corpus` collects them into a `Corpus`.
 
 from __future__ import annotations
 
-import codecs
 import csv
 import gzip
 import json
@@ -27,11 +26,14 @@ from searchgym.errors import DataError, DataNotFoundError
 csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
 
 
-def _open_text(path: Path):
-    # surrogateescape keeps undecodable bytes (as lone surrogates) so the row holding them can be named.
+def _open_text(path: Path, encoding: str = "utf-8-sig"):
     if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8", errors="surrogateescape", newline="")
-    return open(path, encoding="utf-8", errors="surrogateescape", newline="")
+        return gzip.open(path, "rt", encoding=encoding, newline="")
+    return open(path, encoding=encoding, newline="")
+
+
+def _open_binary(path: Path):
+    return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
 
 
 def _stem_suffix(path: Path) -> str:
@@ -57,38 +59,48 @@ def iter_corpus_file(path: str | Path) -> Iterator[Document]:
         else:
             raise DataError(f"unknown corpus format {suffix!r}: use .jsonl (id+contents or id+title+text) or DPR .tsv", path=path)
     except UnicodeDecodeError as e:
-        raise DataError(f"not UTF-8 text ({e.reason} at byte {e.start})", path=path) from e
+        raise _not_utf8(path, e) from None
     except (EOFError, gzip.BadGzipFile) as e:
         raise DataError(f"truncated or corrupt compressed file: {e}", path=path) from e
 
 
+def _not_utf8(path: Path, error: UnicodeDecodeError) -> DataError:
+    """The error for a file that is not UTF-8, naming the first line that is not (found by reading the file
+    again as bytes: this runs only once decoding has failed, so valid files pay nothing for it)."""
+    try:
+        with _open_binary(path) as f:
+            for lineno, raw in enumerate(f, 1):
+                try:
+                    raw.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    return DataError(
+                        f"not UTF-8 text (byte {raw[e.start : e.start + 1]!r} at column {e.start + 1}); corpus files must "
+                        "be UTF-8: re-encode the file, e.g. `iconv -f latin1 -t utf-8`",
+                        path=path,
+                        record=f"line {lineno}",
+                    )
+    except (OSError, EOFError):
+        pass
+    return DataError(f"not UTF-8 text ({error.reason})", path=path)
+
+
 def _iter_jsonl(path: Path) -> Iterator[Document]:
-    # Lines are read as bytes and decoded one by one, so that a bad byte is reported with its line.
-    with gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb") as f:
-        for lineno, raw in enumerate(f, 1):
-            where = f"line {lineno}"
-            if lineno == 1:
-                raw = raw.removeprefix(codecs.BOM_UTF8)
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise DataError(
-                    f"not UTF-8 text (byte {raw[e.start : e.start + 1]!r} at column {e.start + 1}); corpus files must be "
-                    "UTF-8: re-encode the file, e.g. `iconv -f latin1 -t utf-8`",
-                    path=path,
-                    record=where,
-                ) from None
+    with _open_text(path) as f:
+        for lineno, line in enumerate(f, 1):
             if not line.strip():
                 continue
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as e:
-                raise DataError(f"invalid JSON ({e.msg} at column {e.colno}); is the file truncated?", path=path, record=where) from e
+                raise DataError(f"invalid JSON ({e.msg} at column {e.colno}); is the file truncated?", path=path, record=f"line {lineno}") from e
             except RecursionError:
-                raise DataError("the JSON is nested too deeply to read; is the file corrupt?", path=path, record=where) from None
+                raise DataError("the JSON is nested too deeply to read; is the file corrupt?", path=path, record=f"line {lineno}") from None
             except ValueError as e:  # valid syntax Python still refuses, e.g. an integer of over 4300 digits
-                raise DataError(f"unreadable JSON value: {e}", path=path, record=where) from None
-            yield _document_from_json(obj, path, lineno)
+                raise DataError(f"unreadable JSON value: {e}", path=path, record=f"line {lineno}") from None
+            doc = _document_from_json(obj, path, lineno)
+            if _SURROGATE_ESCAPE.search(line):  # a valid surrogate pair passes; a lone one is refused
+                _check_no_surrogates(doc, path, f"line {lineno}")
+            yield doc
 
 
 def _document_from_json(obj: object, path: Path, lineno: int) -> Document:
@@ -109,29 +121,26 @@ def _document_from_json(obj: object, path: Path, lineno: int) -> Document:
             raise DataError("'title' and 'text' must be strings", path=path, record=where)
     else:
         raise DataError("a corpus record needs 'contents' or 'text' (with an optional 'title')", path=path, record=where)
-    return _checked_document(str(doc_id), title, text, path, where)
+    return Document(str(doc_id), title, text)
 
 
-# Lone UTF-16 surrogates: from JSON's \uXXXX escapes, or from undecodable bytes (surrogateescape, tsv).
-# No valid text holds them, and they fail far from the file (a server encoding its response).
+# Lone UTF-16 surrogates come only from JSON's \uXXXX escapes (UTF-8 decoding refuses their bytes). No valid
+# text holds them, and they fail far from the file (a server encoding its response), so they are refused
+# here. Only lines holding such an escape are checked, which keeps reading wiki-18 as fast as before.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _checked_document(doc_id: str, title: str, text: str, path: Path, where: str, *, decoded_leniently: bool = False) -> Document:
-    """The document, unless a field holds a lone surrogate. `decoded_leniently`: the text was decoded with
-    surrogateescape, so a surrogate there stands for a byte that is not UTF-8."""
-    for name, value in (("id", doc_id), ("title", title), ("text", text)):
+def _check_no_surrogates(doc: Document, path: Path, where: str) -> None:
+    for name, value in (("id", doc.id), ("title", doc.title), ("text", doc.text)):
         bad = _SURROGATE.search(value)
         if bad is not None:
-            char = bad.group()
-            what = (
-                f"a byte that is not UTF-8 ({char.encode('utf-8', 'surrogateescape')!r}); corpus files must be UTF-8: "
-                "re-encode the file, e.g. `iconv -f latin1 -t utf-8`"
-                if decoded_leniently
-                else f"the unpaired surrogate {char!a}, which is not valid Unicode text (a broken \\uXXXX escape?)"
+            raise DataError(
+                f"the {name} holds the unpaired surrogate {bad.group()!a}, which is not valid Unicode text "
+                "(a broken \\uXXXX escape?)",
+                path=path,
+                record=where,
             )
-            raise DataError(f"the {name} holds {what}", path=path, record=where)
-    return Document(doc_id, title, text)
 
 
 def _iter_tsv(path: Path) -> Iterator[Document]:
@@ -154,7 +163,7 @@ def _iter_tsv(path: Path) -> Iterator[Document]:
                 if len(row) < len(cols):
                     raise DataError(f"expected {len(cols)} tab-separated fields, got {len(row)}; is the file truncated?", path=path, record=f"line {lineno}")
                 title = row[i_title] if i_title is not None else ""
-                yield _checked_document(row[i_id], title, row[i_text], path, f"line {lineno}", decoded_leniently=True)
+                yield Document(row[i_id], title, row[i_text])
         except csv.Error as e:
             raise DataError(f"unreadable tsv row: {e}", path=path, record=f"line {lineno + 1}") from e
 
