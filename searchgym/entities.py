@@ -23,9 +23,11 @@ from __future__ import annotations
 
 import re
 import unicodedata
+import weakref
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
+from searchgym.corpus import Document
 from searchgym.info import EntityMatches
 
 __all__ = [
@@ -72,11 +74,18 @@ def padded(text: str) -> str:
     return f" {normalize_entity(text)} "
 
 
+_DOCUMENTS_REMEMBERED = 512
+_PHRASE_SETS: weakref.WeakSet[PhraseSet] = weakref.WeakSet()
+"""Every live `PhraseSet`, so that `clear_caches` reaches the documents each remembers."""
+
+
 def clear_caches() -> None:
-    """Forget every cached normalization (for memory, or to time cold runs)."""
+    """Forget every cached normalization and remembered document match (for memory, or to time cold runs)."""
     normalize_entity.cache_clear()
     padded.cache_clear()
     _prepared.cache_clear()
+    for phrases in list(_PHRASE_SETS):
+        phrases._documents.clear()
 
 
 def contains_phrase(normalized_text: str, normalized_phrase: str) -> bool:
@@ -161,6 +170,8 @@ class PhraseSet:
             for i, p in enumerate(self.phrases)
             if (words := _ascii_words(p)) is not None
         )
+        self._documents: dict[tuple[str, str], tuple[int, ...]] = {}
+        _PHRASE_SETS.add(self)
 
     def __len__(self) -> int:
         return len(self.phrases)
@@ -169,13 +180,39 @@ class PhraseSet:
         """Indices of the phrases that occur in `text` (raw, not normalized), in phrase order."""
         if not self.phrases or not text:
             return []
+        return self._scan(text)
+
+    def find_document(self, title: str, text: str) -> list[int]:
+        """`find(f"{title} {text}")`: a document as it is shown, title then body.
+
+        Remembered per phrase set, by the title and text objects (whose hashes Python keeps): the
+        rollouts of one question show its documents again and again, and a question's phrase sets are
+        kept while it is asked (`_prepared`, `GoldJudge`). At most `_DOCUMENTS_REMEMBERED` per set.
+        """
+        if not self.phrases:
+            return []
+        key = (title, text)
+        found = self._documents.get(key)
+        if found is None:
+            found = tuple(self._scan(f"{title} {text}"))
+            if len(self._documents) >= _DOCUMENTS_REMEMBERED:
+                self._documents.clear()
+            self._documents[key] = found
+        return list(found)
+
+    def _scan(self, text: str) -> list[int]:
         if text.isascii():
+            # Plain loops: this runs several times per step, and a comprehension is one more call.
             low = text.lower()
-            present = [entry for entry in self._ascii if entry[1] in low]
-            if not present:
-                return []
-            spaced = f" {text.encode('ascii').translate(_ASCII_NON_WORD).decode('ascii')} "
-            return [i for i, _, pad, words in present if pad in spaced or (words is not None and _occurs(spaced, words))]
+            found = []
+            spaced = None
+            for i, probe, pad, words in self._ascii:
+                if probe in low:
+                    if spaced is None:
+                        spaced = f" {text.encode('ascii').translate(_ASCII_NON_WORD).decode('ascii')} "
+                    if pad in spaced or (words is not None and _occurs(spaced, words)):
+                        found.append(i)
+            return found
         norm = padded(text)
         return [i for i, p in enumerate(self._padded) if p in norm]
 
@@ -221,23 +258,21 @@ class EntityMatcher:
     def rate(self) -> float:
         return match_rate(len(self.matched), len(self.gold))
 
-    def _found(self, text: str) -> list[str]:
-        return [self.gold[i] for i in self._phrases.find(text)]
-
-    def update(self, thinking: str, query: str | None, docs: Sequence[str]) -> EntityMatches:
+    def update(self, thinking: str, query: str | None, docs: Sequence[str | Document]) -> EntityMatches:
         """Record one turn: its thinking text, its query (None for non-search turns) and the shown
-        documents' text (title and body). Returns this turn's `EntityMatches`."""
-        new = [name for name in self._found(thinking) if name not in self._matched]
-        self._matched.update(new)
-        self.matched.extend(new)
-        in_docs: set[int] = set()
-        for doc in docs:
-            in_docs.update(self._phrases.find(doc))
+        documents: `Document`s (title and text count) or their text. Returns this turn's `EntityMatches`."""
+        phrases, gold = self._phrases, self.gold
+        find = phrases.find
+        new = [gold[i] for i in find(thinking) if gold[i] not in self._matched]
+        if new:
+            self._matched.update(new)
+            self.matched.extend(new)
+        in_docs = {i for doc in docs for i in (find(doc) if isinstance(doc, str) else phrases.find_document(doc.title, doc.text))}
         return {
-            "gold": list(self.gold),
+            "gold": list(gold),
             "matched_thinking": list(self.matched),
             "new_in_thinking": new,
-            "in_query": self._found(query) if query else [],
-            "in_docs": [self.gold[i] for i in sorted(in_docs)],
-            "rate": len(self.matched) / len(self.gold) if self.gold else 0.0,
+            "in_query": [gold[i] for i in find(query)] if query else [],
+            "in_docs": [gold[i] for i in sorted(in_docs)],
+            "rate": len(self.matched) / len(gold) if gold else 0.0,
         }

@@ -141,3 +141,14 @@ def test_phrase_set_prefilter_and_unicode():
     assert ps.find("henri the becquerel") == [0]  # articles drop out between the words
     assert ps.find("henri_becquerel, henri becquerels") == [0]
     assert ps.find("xhenri becquerel") == []
+
+
+def test_documents_are_searched_as_title_then_text():
+    from searchgym.corpus import Document
+    from searchgym.entities import PhraseSet
+
+    ps = PhraseSet(["new york", "york city"])
+    doc = Document("d", "New", "York City is large.")
+    assert ps.find_document(doc.title, doc.text) == ps.find("New York City is large.") == [0, 1]
+    m = EntityMatcher(["New York", "Boston"])
+    assert m.update("", "q", [doc])["in_docs"] == m.update("", "q", ["New York City is large."])["in_docs"] == ["New York"]

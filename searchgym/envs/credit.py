@@ -57,18 +57,19 @@ class EpisodeCredit:
         return None if self.matcher is None else self.matcher.rate
 
     def search_turn(self, turn: int, thinking: str, query: str, docs: Sequence[Document]) -> tuple[TurnLabels | None, EntityMatches | None]:
-        # The observation shows each title with its text, so a match in either counts as "in the shown documents".
-        entities = self.matcher.update(thinking, query, [f"{d.title} {d.text}" for d in docs]) if self.matcher else None
-        rnd = SearchRound(thinking=thinking, query=query, docs=tuple(docs))
+        # The observation shows each title with its text, so a match in either counts as "in the shown
+        # documents": `update` searches a `Document`'s title and text as one text.
+        entities = self.matcher.update(thinking, query, docs) if self.matcher else None
         labels: TurnLabels | None = None
         if self.judge is not None:
+            rnd = SearchRound(thinking=thinking, query=query, docs=tuple(docs))
             request = JudgeRequest(self.record, rnd, tuple(self.rounds), turn, self.gold_docs_searchable)
             if self.deferred:
                 self.pending.append((turn, request))
                 labels = empty_turn_labels(self.judge.name, deferred=True, pending=True)
             else:
                 labels = to_turn_labels(safe_label(self.judge, [request])[0], self.judge.name, deferred=False)
-        self.rounds.append(rnd)
+            self.rounds.append(rnd)  # the history of later rounds' judge requests
         self.labels.append(labels)
         return labels, entities
 

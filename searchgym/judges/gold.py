@@ -190,7 +190,7 @@ class GoldJudge:
         if basis == "titles":
             t = normalize_entity(doc.title)
             return t if t in gold.titles else None
-        return "answer" if gold.answer_set.find(f"{doc.title} {doc.text}") else None
+        return "answer" if gold.answer_set.find_document(doc.title, doc.text) else None
 
     def _seen(self, rec: QARecord, gold: _Gold, basis: Basis, history: tuple[SearchRound, ...]) -> _Seen:
         """What `history` showed. Cached per episode prefix, so that an episode's k-th step only adds the
@@ -207,7 +207,7 @@ class GoldJudge:
         last = history[-1]
         keys, resolved, grounded = set(prev.keys), set(prev.resolved), set(prev.grounded)
         for doc in last.docs:
-            grounded.update(gold.names[i] for i in gold.name_set.find(f"{doc.title} {doc.text}"))
+            grounded.update(gold.names[i] for i in gold.name_set.find_document(doc.title, doc.text))
             k = self._key(basis, gold, doc)
             if k is not None:
                 keys.add(k)

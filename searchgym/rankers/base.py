@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Protocol, runtime_checkable
 
 from searchgym.errors import ConfigError
@@ -34,10 +35,16 @@ class IdentityRanker:
     """Shows the retriever's top `k` in retriever order."""
 
     def rank(self, question: str, query: str, candidates: Sequence[Hit], k: int) -> RankResult:
-        return RankResult(order=tuple(range(min(k, len(candidates)))))
+        return _first(min(k, len(candidates)))
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "identity"}
+
+
+@lru_cache(maxsize=1024)
+def _first(n: int) -> RankResult:
+    """The first `n` positions; one shared (frozen) result per `n`, as the env asks at every search."""
+    return RankResult(order=tuple(range(max(n, 0))))
 
 
 def resolve_ranker(ranker: str | Ranker | None) -> Ranker:
