@@ -1,4 +1,4 @@
-"""TRL's `GRPOTrainer` trained on multi-turn searchgym episodes (`searchgym.integrations.trl`).
+"""TRL's `GRPOTrainer` trained on multi-turn searchgym episodes (`agents.integrations.trl`).
 
 Each optimizer step samples `--questions-per-step` questions of the env, `--group-size` episodes each,
 through `SearchQARollout` (the agent searches and answers over several turns; retrieved documents are
@@ -148,7 +148,7 @@ def run(args: Args) -> list[dict[str, float]]:
     import torch
     from transformers import PrinterCallback, TrainerCallback
 
-    from searchgym.integrations.trl import (
+    from agents.integrations.trl import (
         SearchQARollout,
         TRLRolloutConfig,
         answer_reward,

@@ -30,7 +30,7 @@ with `env_mask` 0, so TRL counts it as finished; an `over_long` one does not, so
 Not supported: `use_vllm=True` (rollouts sample with the trainer's model in-process), TRL's `min_p` and
 `repetition_penalty` (the sampler has neither; setting them is an error), multimodal prompts.
 
-This module builds on `agents` (the rollout engine and policies); nothing else under `searchgym` does.
+It lives in `agents` because it builds on the rollout engine and policies; `searchgym` itself never imports `agents`.
 """
 
 from __future__ import annotations

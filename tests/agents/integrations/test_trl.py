@@ -16,12 +16,7 @@ import torch
 from trl import GRPOConfig
 
 import searchgym  # noqa: F401  (registers the ids)
-from agents.models import TinyModelConfig, build_tiny_model
-from agents.policies.base import Completion, check_budgets
-from agents.policies.hf import HFPolicy, HFPolicyConfig
-from agents.rollout import Segment, Trajectory
-from searchgym.errors import ConfigError
-from searchgym.integrations.trl import (
+from agents.integrations.trl import (
     SearchQARollout,
     TRLRolloutConfig,
     answer_reward,
@@ -29,6 +24,11 @@ from searchgym.integrations.trl import (
     format_reward,
     make_grpo_trainer,
 )
+from agents.models import TinyModelConfig, build_tiny_model
+from agents.policies.base import Completion, check_budgets
+from agents.policies.hf import HFPolicy, HFPolicyConfig
+from agents.rollout import Segment, Trajectory
+from searchgym.errors import ConfigError
 
 ENV_KWARGS = {"num_entities": 300, "num_questions": 20, "hops": (1,), "max_turns": 3, "top_k": 1, "retriever": "rank_bm25", "cache_dir": False}
 
