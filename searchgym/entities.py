@@ -261,18 +261,28 @@ class EntityMatcher:
     def update(self, thinking: str, query: str | None, docs: Sequence[str | Document]) -> EntityMatches:
         """Record one turn: its thinking text, its query (None for non-search turns) and the shown
         documents: `Document`s (title and text count) or their text. Returns this turn's `EntityMatches`."""
-        phrases, gold = self._phrases, self.gold
-        find = phrases.find
-        new = [gold[i] for i in find(thinking) if gold[i] not in self._matched]
+        # Loops rather than comprehensions: this runs at every step, and in Python 3.11 each comprehension
+        # is a function call of its own.
+        phrases, gold, matched = self._phrases, self.gold, self._matched
+        new = []
+        for i in phrases.find(thinking):
+            if gold[i] not in matched:
+                new.append(gold[i])
         if new:
-            self._matched.update(new)
+            matched.update(new)
             self.matched.extend(new)
-        in_docs = {i for doc in docs for i in (find(doc) if isinstance(doc, str) else phrases.find_document(doc.title, doc.text))}
+        in_docs: set[int] = set()
+        for doc in docs:
+            in_docs.update(phrases.find(doc) if isinstance(doc, str) else phrases.find_document(doc.title, doc.text))
         return {
-            "gold": list(gold),
-            "matched_thinking": list(self.matched),
+            "gold": gold.copy(),
+            "matched_thinking": self.matched.copy(),
             "new_in_thinking": new,
-            "in_query": [gold[i] for i in find(query)] if query else [],
-            "in_docs": [gold[i] for i in sorted(in_docs)],
+            "in_query": _pick(gold, phrases.find(query)) if query else [],
+            "in_docs": _pick(gold, sorted(in_docs)),
             "rate": len(self.matched) / len(gold) if gold else 0.0,
         }
+
+
+def _pick(names: list[str], indices: list[int]) -> list[str]:
+    return [names[i] for i in indices] if indices else []

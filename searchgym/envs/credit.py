@@ -89,5 +89,7 @@ class EpisodeCredit:
             for (turn, _), verdict in zip(self.pending, verdicts):
                 final[turn] = to_turn_labels(verdict, self.judge.name, deferred=True)
             self.pending = []
-        failures = sum(1 for lab in final if lab is not None and lab["failed"])
+        failures = 0
+        for lab in final:
+            failures += lab is not None and lab["failed"]
         return final, failures

@@ -14,7 +14,7 @@ from searchgym.data.records import QARecord
 from searchgym.envs.credit import EpisodeCredit
 from searchgym.envs.spaces import UnicodeText
 from searchgym.errors import ConfigError, EpisodeStateError
-from searchgym.info import SCHEMA_VERSION, EpisodeSummary, ResetInfo, RewardParts, StepInfo
+from searchgym.info import SCHEMA_VERSION, EpisodeSummary, ResetInfo, RewardParts, ShownDoc, StepInfo
 from searchgym.judges.base import Judge, resolve_judge
 from searchgym.protocol import Action, ActionProtocol, resolve_protocol
 from searchgym.rankers import Ranker, resolve_ranker
@@ -275,16 +275,25 @@ class SearchQAEnv(gym.Env[str, str]):
         assert self.record is not None
         pool: list[Hit] = self.retriever.search([query], self.candidates)[0]
         ranked = self.ranker.rank(self.record.question, query, pool, self.top_k)
-        order = [i for i in ranked.order if 0 <= i < len(pool)][: self.top_k]
-        shown = [pool[i] for i in order]
         info["candidates"] = {
             "ids": [h.doc.id for h in pool],
             "titles": [h.doc.title for h in pool],
             "scores": [h.score for h in pool],
         }
-        info["shown"] = [{"id": pool[i].doc.id, "title": pool[i].doc.title, "score": pool[i].score, "candidate_rank": i} for i in order]
+        # The first top_k valid positions of the ranking, in one plain loop: this runs at every search,
+        # and in Python 3.11 each comprehension is a call of its own.
+        shown: list[ShownDoc] = []
+        docs: list[Document] = []
+        n = len(pool)
+        for i in ranked.order:
+            if 0 <= i < n:
+                hit = pool[i]
+                shown.append({"id": hit.doc.id, "title": hit.doc.title, "score": hit.score, "candidate_rank": i})
+                docs.append(hit.doc)
+                if len(docs) == self.top_k:
+                    break
+        info["shown"] = shown
         info["ranker"] = ranked.call
-        docs = [h.doc for h in shown]
         return self.protocol.render_documents(docs), docs
 
     def _score(self, answer: str, info: StepInfo) -> float:
@@ -304,16 +313,19 @@ class SearchQAEnv(gym.Env[str, str]):
         infos = self.turn_infos
         turn_labels, judge_failures = self._credit.finish()
         last = infos[-1]["reward"]
-        agent_turns = [text for role, text in self.transcript if role == "agent"]
+        searches = invalid = 0
+        for i in infos:
+            searches += i["action"] == "search"
+            invalid += i["invalid_action"]
         return {
             "outcome": "answered" if answered else "out_of_turns",
             "turns": len(infos),
-            "searches": sum(i["action"] == "search" for i in infos),
-            "invalid_actions": sum(i["invalid_action"] for i in infos),
+            "searches": searches,
+            "invalid_actions": invalid,
             "em": last.get("em", 0.0),
             "f1": last.get("f1", 0.0),
             "cover_em": last.get("cover_em", 0.0),
-            "format_valid": answered and format_valid(agent_turns),
+            "format_valid": answered and format_valid([text for role, text in self.transcript if role == "agent"]),
             "turn_labels": turn_labels,
             "judge_failures": judge_failures,
             "entity_rate": self._credit.entity_rate,
