@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 from searchgym.errors import ConfigError
@@ -52,6 +53,13 @@ class ActionProtocol(Protocol):
     def render_invalid(self, action: Action) -> str:
         """The observation that explains an invalid action and what is expected instead."""
         ...
+
+
+@lru_cache(maxsize=4096)
+def format_prompt(template: str, question: str) -> str:
+    """`template.format(question=question)`, cached: every episode of a question renders the same prompt,
+    and formatting re-parses the whole (long) template."""
+    return template.format(question=question)
 
 
 def resolve_protocol(protocol: str | ActionProtocol, *, template: str | None = None, max_query_chars: int = 1000) -> ActionProtocol:

@@ -6,7 +6,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from searchgym.protocol.base import Action
+from searchgym.protocol.base import Action, format_prompt
 
 if TYPE_CHECKING:
     from searchgym.corpus import Document
@@ -34,16 +34,20 @@ def first_complete_tag(text: str, names: Sequence[str]) -> tuple[str, int, int, 
     """
     best = None
     for name in names:
-        open_tag, close_tag = f"<{name}>", f"</{name}>"
-        start = text.find(open_tag)
-        if start < 0:
+        tags = _TAGS.get(name)
+        if tags is None:
+            tags = _TAGS[name] = (f"<{name}>", f"</{name}>")
+        start = text.find(tags[0])
+        if start < 0 or (best is not None and start > best[1]):
             continue
-        end = text.find(close_tag, start + len(open_tag))
-        if end < 0:
-            continue
-        if best is None or start < best[1]:
-            best = (name, start, start + len(open_tag), end)
+        end = text.find(tags[1], start + len(tags[0]))
+        if end >= 0:
+            best = (name, start, start + len(tags[0]), end)
     return best
+
+
+_TAGS: dict[str, tuple[str, str]] = {}
+"""Opening and closing tag of each name asked about (built once: this runs at every step)."""
 
 
 def extract_thinking(prefix: str) -> str:
@@ -84,7 +88,7 @@ class TagProtocol:
         self.max_query_chars = max_query_chars
 
     def render_prompt(self, question: str) -> str:
-        return self.template.format(question=question)
+        return format_prompt(self.template, question)
 
     def parse(self, text: str) -> Action:
         found = first_complete_tag(text, ("search", "answer"))
@@ -94,7 +98,7 @@ class TagProtocol:
         thinking = extract_thinking(text[:tag_start])
         content = text[content_start:content_end]
         # A nested opening tag (`<search><search>q</search>`) means the inner one is what was meant.
-        inner = content.rfind(f"<{name}>")
+        inner = content.rfind(_TAGS[name][0])
         if inner >= 0:
             content = content[inner + len(name) + 2 :]
         content = _strip_tags(content)

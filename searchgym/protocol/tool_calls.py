@@ -6,7 +6,7 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from searchgym.protocol.base import Action
+from searchgym.protocol.base import Action, format_prompt
 from searchgym.protocol.tags import extract_thinking, first_complete_tag
 
 if TYPE_CHECKING:
@@ -32,7 +32,7 @@ class ToolCallProtocol:
         self.max_query_chars = max_query_chars
 
     def render_prompt(self, question: str) -> str:
-        return self.template.format(question=question)
+        return format_prompt(self.template, question)
 
     def parse(self, text: str) -> Action:
         found = first_complete_tag(text, ("tool_call",))
