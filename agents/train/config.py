@@ -10,6 +10,8 @@ from searchgym.errors import ConfigError
 
 LearnerName = Literal["grpo", "cw-grpo", "e-grpo", "cosearch"]
 LEARNERS: tuple[str, ...] = ("grpo", "cw-grpo", "e-grpo", "cosearch")
+RolloutBackend = Literal["hf", "sglang"]
+WeightSync = Literal["disk", "tensors"]
 
 
 @dataclass
@@ -42,6 +44,8 @@ class TrainConfig:
     lora: bool = False
     """Train LoRA adapters (peft) instead of every weight."""
     lora_rank: int = 16
+    device: str = "cpu"
+    """Where the trained model (and COSEARCH's ranker) lives and updates: `cpu`, `cuda`, `cuda:1`, ..."""
 
     steps: int = 8
     """RL updates."""
@@ -66,6 +70,20 @@ class TrainConfig:
     weight (default 0.3), COSEARCH's format penalty (default 0.2). Ignored by GRPO."""
 
     temperature: float = 1.0
+    rollout_backend: RolloutBackend = "hf"
+    """Who samples the rollouts: `hf`, the trained model itself in this process; `sglang`, the servers in
+    `sglang_urls`, which get the new weights after every update (the update itself stays in this process)."""
+    sglang_urls: tuple[str, ...] = ()
+    """SGLang servers (`http://host:port`) for `rollout_backend="sglang"`, each serving the same model with
+    the same tokenizer; each turn's prompts are dealt over them round robin."""
+    weight_sync: WeightSync = "disk"
+    """How new weights reach the servers: `disk`, safetensors written to `out_dir/rollout-weights` and loaded
+    with `/update_weights_from_disk` (the servers must read that folder); `tensors`,
+    `/update_weights_from_tensor` through shared memory or CUDA IPC (trainer and servers on one host, and
+    `sglang` importable in the trainer's process)."""
+    sglang_timeout_s: float = 300.0
+    """Seconds one SGLang request may take before it is retried; a server that stays silent ends the run
+    with a BackendTimeout, one that refuses connections with a BackendError within seconds."""
     max_turn_tokens: int = 48
     max_response_tokens: int = 384
 
@@ -100,3 +118,29 @@ class TrainConfig:
         if self.alpha is not None and (math.isnan(self.alpha) or self.alpha < 0):
             raise ConfigError(f"alpha must be >= 0, got {self.alpha}")
         self.hops = tuple(int(h) for h in self.hops)
+        self._check_rollout_backend()
+
+    def _check_rollout_backend(self) -> None:
+        if isinstance(self.sglang_urls, str):
+            raise ConfigError(f"sglang_urls must be a sequence of urls, got the string {self.sglang_urls!r}; write ({self.sglang_urls!r},)")
+        self.sglang_urls = tuple(self.sglang_urls)
+        if self.rollout_backend not in ("hf", "sglang"):
+            raise ConfigError(f"rollout_backend must be 'hf' or 'sglang', got {self.rollout_backend!r}")
+        if self.weight_sync not in ("disk", "tensors"):
+            raise ConfigError(f"weight_sync must be 'disk' or 'tensors', got {self.weight_sync!r}")
+        if not self.sglang_timeout_s > 0:
+            raise ConfigError(f"sglang_timeout_s must be > 0, got {self.sglang_timeout_s}")
+        if self.rollout_backend == "hf":
+            if self.sglang_urls:
+                raise ConfigError("sglang_urls is set but rollout_backend is 'hf', which samples in process; set rollout_backend='sglang' to use the servers")
+            return
+        if not self.sglang_urls:
+            raise ConfigError("rollout_backend='sglang' needs at least one server in sglang_urls, e.g. ('http://127.0.0.1:30000',)")
+        for url in self.sglang_urls:
+            if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+                raise ConfigError(f"every sglang_urls entry must start with http:// or https://, got {url!r}")
+        if len({u.rstrip("/") for u in self.sglang_urls}) != len(self.sglang_urls):
+            raise ConfigError(f"sglang_urls lists a server twice: {self.sglang_urls}")
+        if self.lora:
+            raise ConfigError("rollout_backend='sglang' cannot be combined with lora=True: the servers load full weights, "
+                              "and LoRA adapters are not merged for them; train every weight or roll out with 'hf'")

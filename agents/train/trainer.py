@@ -6,11 +6,19 @@ continues from the newest checkpoint and reproduces the uninterrupted run (rollo
 so a resumed step samples what the original would have; metrics lines logged after the restored checkpoint
 are dropped, so each step keeps exactly one). Metrics go to `out_dir/metrics.jsonl` with namespaced names
 (`rollout/...`, `loss/...`, `eval/...`) and optionally to TensorBoard.
+
+Rollouts are sampled by the trained model itself (`rollout_backend="hf"`) or by SGLang servers
+(`"sglang"`): the trainer pushes its weights to every server when it starts (fresh or resumed), after the
+cold start and after every optimizer step, and checks that each server reports the new weight version
+before it samples again. The teacher-forced update always runs here, on `device`. SGLang servers ignore
+the per-step sampling seed (unless started with deterministic inference), so with them a resumed run
+redraws the same questions from the same weights but not the same samples.
 """
 
 from __future__ import annotations
 
 import copy
+import importlib.util
 import json
 import logging
 import math
@@ -29,7 +37,7 @@ import torch
 import searchgym  # noqa: F401  (registers the env ids)
 from agents.learners import cosearch, cw_grpo, e_grpo, grpo
 from agents.learners.batch import LearnerBatch
-from agents.models import TinyModelConfig, build_tiny_model, load_model_and_tokenizer
+from agents.models import TinyModelConfig, build_tiny_model, load_model_and_tokenizer, save_model
 from agents.policies.hf import HFPolicy, HFPolicyConfig
 from agents.rollout import RolloutConfig, RolloutEngine, rollout_metrics
 from agents.train.checkpoint import list_checkpoints, load_checkpoint, save_checkpoint
@@ -37,6 +45,7 @@ from agents.train.config import TrainConfig
 from agents.train.ranker import PolicyChatBackend
 from agents.train.sft import oracle_example, sft_step
 from agents.train.update import policy_gradient_step
+from searchgym.errors import BackendError, ConfigError
 
 logger = logging.getLogger(__name__)
 
@@ -44,8 +53,8 @@ Targets = Callable[[list, Any], LearnerBatch]
 
 
 def _learner(config: TrainConfig) -> tuple[Any, Targets]:
-    common = dict(eps_low=config.eps_low, eps_high=config.eps_high, aggregation=config.aggregation,
-                  kl_coef=config.kl_coef, dynamic_sampling=config.dynamic_sampling)
+    common = {"eps_low": config.eps_low, "eps_high": config.eps_high, "aggregation": config.aggregation,
+              "kl_coef": config.kl_coef, "dynamic_sampling": config.dynamic_sampling}
     if config.learner == "grpo":
         return grpo.GRPOConfig(**common), grpo.batch_advantages
     if config.learner == "cw-grpo":
@@ -55,11 +64,21 @@ def _learner(config: TrainConfig) -> tuple[Any, Targets]:
     return cosearch.CoSearchConfig(**common, format_penalty=0.2 if config.alpha is None else config.alpha), grpo.batch_advantages
 
 
-def _load_model(name: str, seed: int):
+def _load_model(name: str, seed: int, device: str = "cpu"):
     if name == "tiny":
         torch.manual_seed(seed)
-        return build_tiny_model(TinyModelConfig())
-    return load_model_and_tokenizer(name, dtype="float32")
+        model, tokenizer = build_tiny_model(TinyModelConfig())
+        return model.to(device), tokenizer
+    return load_model_and_tokenizer(name, dtype="float32", device=device)
+
+
+def _check_device(device: str) -> None:
+    try:
+        kind = torch.device(device).type
+    except RuntimeError as e:
+        raise ConfigError(f"device must be cpu, cuda or cuda:N, got {device!r}") from e
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"device {device!r} asked for, but torch sees no CUDA device here; use device='cpu'")
 
 
 class Trainer:
@@ -67,20 +86,23 @@ class Trainer:
         self.config = config
         self.out = Path(config.out_dir)
         self.out.mkdir(parents=True, exist_ok=True)
+        _check_device(config.device)
         _seed_everything(config.seed)
         self.learner_config, self.targets = _learner(config)
-        self.model, self.tokenizer = _load_model(config.model, config.seed)
+        self.model, self.tokenizer = _load_model(config.model, config.seed, config.device)
         if config.lora:
             self.model = _with_lora(self.model, config.lora_rank)
         self.model.train()
         self.policy = HFPolicy(self.model, self.tokenizer, config=HFPolicyConfig(model=config.model, seed=config.seed))
+        self.rollout_policy = self._rollout_policy()
+        """What samples rollouts and evaluations: `self.policy` (hf), or a FanOutPolicy over SGLang clients."""
         self.reference = copy.deepcopy(self.model).eval() if config.kl_coef > 0 else None
         self.models: dict[str, torch.nn.Module] = {"policy": self.model}
         self.optimizers = {"policy": self._optimizer(self.model, config.lr)}
 
         self.ranker_backend = None
         if config.learner == "cosearch":
-            ranker_model, ranker_tok = _load_model(config.ranker_model or config.model, config.seed + 1)
+            ranker_model, ranker_tok = _load_model(config.ranker_model or config.model, config.seed + 1, config.device)
             ranker_model.train()
             self.ranker_policy = HFPolicy(ranker_model, ranker_tok, config=HFPolicyConfig(seed=config.seed + 1))
             self.ranker_backend = PolicyChatBackend(self.ranker_policy, seed=config.seed)
@@ -91,7 +113,7 @@ class Trainer:
         self.num_questions = len(self.env.unwrapped.records)
         rollout = RolloutConfig(group_size=config.group_size, temperature=config.temperature,
                                 max_turn_tokens=config.max_turn_tokens, max_response_tokens=config.max_response_tokens, seed=config.seed)
-        self.engine = RolloutEngine(self.policy, lambda: self._make_env("train"), rollout)
+        self.engine = RolloutEngine(self.rollout_policy, lambda: self._make_env("train"), rollout)
         self.step = 0
         self.position = 0
         self._tb = None
@@ -99,6 +121,12 @@ class Trainer:
             self._restore(checkpoints[-1])
         if config.resume:
             self._drop_unsaved_metrics()
+        try:
+            # The servers may serve the released model, another run's weights or an older checkpoint.
+            self.sync_weights()
+        except BaseException:
+            self.close()
+            raise
 
     # -- set-up -----------------------------------------------------------------------------------------
 
@@ -108,6 +136,46 @@ class Trainer:
         warmup = max(self.config.warmup_steps, 1)
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warmup))
         return optimizer, scheduler
+
+    def _rollout_policy(self):
+        c = self.config
+        if c.rollout_backend == "hf":
+            return self.policy
+        if c.weight_sync == "tensors" and importlib.util.find_spec("sglang") is None:
+            raise ConfigError("weight_sync='tensors' needs the sglang package importable in the trainer's process "
+                              "(pip install 'searchgym[sglang]'); use weight_sync='disk' otherwise")
+        from agents.policies.fanout import FanOutPolicy
+        from agents.policies.http import HTTPConfig
+        from agents.policies.sglang import SGLangPolicy, SGLangPolicyConfig
+
+        http = HTTPConfig(timeout_s=c.sglang_timeout_s)
+        fan = FanOutPolicy([SGLangPolicy(SGLangPolicyConfig(url=url, http=http), tokenizer=self.tokenizer) for url in c.sglang_urls])
+        down = [m.config.url for m in fan.members if not m.health(timeout_s=min(10.0, c.sglang_timeout_s))]
+        if down:
+            fan.close()
+            raise BackendError(f"no SGLang server answers /health at {', '.join(down)}; start them first "
+                               "(python -m sglang.launch_server, see docs/learners.md) or fix sglang_urls")
+        return fan
+
+    def sync_weights(self) -> float:
+        """Push the trained weights to every rollout server and check that each reports the new weight
+        version. Returns the seconds it took (0 with the in-process backend, which shares the model)."""
+        c = self.config
+        if c.rollout_backend == "hf":
+            return 0.0
+        start = time.perf_counter()
+        if c.weight_sync == "disk":
+            # Absolute: the servers resolve the path from their own working directory.
+            folder = save_model(self.model, self.tokenizer, (self.out / "rollout-weights").resolve())
+            self.rollout_policy.load_weights(folder)
+        else:
+            self.rollout_policy.update_weights(self.model.state_dict().items())
+        for member in self.rollout_policy.members:
+            reported = member.model_info().get("weight_version")
+            if reported != str(member.weight_version):
+                raise BackendError(f"the SGLang server at {member.config.url} reports weight version {reported!r} after the "
+                                   f"update, expected {str(member.weight_version)!r}: did another process update or restart it?")
+        return time.perf_counter() - start
 
     def _make_env(self, split: str) -> gym.Env:
         c = self.config
@@ -161,6 +229,7 @@ class Trainer:
         optimizer.step()
         scheduler.step()
         self.policy.mark_updated()
+        sync_s = self.sync_weights()
         metrics = _rollout_metrics(trajectories, targets)
         metrics.update({
             "loss/policy": stats.loss, "loss/clip_frac_high": stats.clip_frac_high, "loss/clip_frac_low": stats.clip_frac_low,
@@ -169,6 +238,8 @@ class Trainer:
         })
         if stats.kl is not None:
             metrics["loss/kl"] = stats.kl
+        if c.rollout_backend != "hf":
+            metrics["time/sync_s"] = sync_s
         metrics.update(targets.metrics)
         if self.ranker_backend is not None:
             metrics.update(self._ranker_step(trajectories))
@@ -237,6 +308,7 @@ class Trainer:
             torch.nn.utils.clip_grad_norm_([p for p in self.model.parameters() if p.requires_grad], c.max_grad_norm)
             optimizer.step()
         self.policy.mark_updated()
+        self.sync_weights()
         self._log({"step": 0, "cold_start/loss_first": losses[0], "cold_start/loss_last": losses[-1]})
         return losses
 
@@ -244,7 +316,7 @@ class Trainer:
         """Greedy EM/F1 on the first `count` test-split questions (synthetic world) or training questions."""
         count = count or self.config.eval_questions
         make = (lambda: self._make_env("test")) if self.config.env_id == "SearchQA-Synthetic-v0" else (lambda: self._make_env("train"))
-        engine = RolloutEngine(self.policy, make, replace(self.engine.config, group_size=1, temperature=0.0, seed=None))
+        engine = RolloutEngine(self.rollout_policy, make, replace(self.engine.config, group_size=1, temperature=0.0, seed=None))
         try:
             n = min(count, len(make().unwrapped.records))
             trajectories = engine.rollout([{"options": {"index": i}} for i in range(n)])
@@ -326,6 +398,8 @@ class Trainer:
 
     def close(self) -> None:
         self.engine.close()
+        if self.rollout_policy is not self.policy:
+            self.rollout_policy.close()
         if self._tb is not None:
             self._tb.close()
 
