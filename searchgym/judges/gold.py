@@ -100,6 +100,8 @@ class _Gold:
     """Names that the question itself mentions."""
     asked: frozenset[str]
     """The question's content words."""
+    start: _Seen
+    """What an episode has seen before its first round: the question."""
 
     @classmethod
     def of(cls, rec: QARecord) -> _Gold:
@@ -108,9 +110,10 @@ class _Gold:
         entities = tuple(dict.fromkeys(e for e in map(normalize_entity, rec.gold_entities) if e))
         names = tuple(dict.fromkeys([*entities, *titles, *answers]))
         name_set = PhraseSet(names)
-        return cls(frozenset(rec.gold_docs), titles, entities, names, name_set, PhraseSet(answers),
-                   frozenset(names[i] for i in name_set.find(rec.question)),
-                   frozenset(_content_words(normalize_entity(rec.question))))
+        in_question = frozenset(names[i] for i in name_set.find(rec.question))
+        return cls(frozenset(rec.gold_docs), titles, entities, names, name_set, PhraseSet(answers), in_question,
+                   frozenset(_content_words(normalize_entity(rec.question))),
+                   _Seen(frozenset(), frozenset(), in_question, frozenset()))
 
 
 @dataclass(frozen=True)
@@ -171,8 +174,8 @@ class GoldJudge:
         return "answers"
 
     def _gold(self, rec: QARecord) -> _Gold:
-        with self._lock:
-            hit = self._prepared.get(id(rec))
+        # Reads take no lock: one dict lookup is atomic, and the identity check catches a reused id.
+        hit = self._prepared.get(id(rec))
         if hit is not None and hit[0] is rec:
             return hit[1]
         gold = _Gold.of(rec)
@@ -196,23 +199,28 @@ class GoldJudge:
         """What `history` showed. Cached per episode prefix, so that an episode's k-th step only adds the
         (k-1)-th round instead of rescanning them all."""
         if not history:
-            return _Seen(frozenset(), frozenset(), gold.in_question, frozenset())
+            return gold.start
         key = (id(rec), basis, *map(id, history))
-        with self._lock:
-            hit = self._states.get(key)
-            if hit is not None and hit[0] is rec and all(a is b for a, b in zip(hit[1], history)):
-                self._states.move_to_end(key)
-                return hit[2]
+        # A read takes no lock (one dict lookup is atomic). Equal rounds give equal states, so a reused id
+        # is caught by comparing the rounds (by identity first, which is the usual case).
+        hit = self._states.get(key)
+        if hit is not None and hit[0] is rec and hit[1] == history:
+            return hit[2]
         prev = self._seen(rec, gold, basis, history[:-1])
         last = history[-1]
-        keys, resolved, grounded = set(prev.keys), set(prev.resolved), set(prev.grounded)
+        names, name_set = gold.names, gold.name_set
+        grounded: list[str] = []
+        keys: list[str] = []
+        resolved: list[str] = []
         for doc in last.docs:
-            grounded.update(gold.names[i] for i in gold.name_set.find_document(doc.title, doc.text))
+            for i in name_set.find_document(doc.title, doc.text):
+                grounded.append(names[i])
             k = self._key(basis, gold, doc)
             if k is not None:
-                keys.add(k)
-                resolved.add(normalize_entity(doc.title))
-        state = _Seen(frozenset(keys), frozenset(resolved), frozenset(grounded), prev.queries | {padded(last.query)})
+                keys.append(k)
+                resolved.append(normalize_entity(doc.title))
+        state = _Seen(prev.keys.union(keys), prev.resolved.union(resolved), prev.grounded.union(grounded),
+                      prev.queries | {padded(last.query)})
         with self._lock:
             self._states[key] = (rec, history, state)
             while len(self._states) > _STATES:
@@ -225,17 +233,26 @@ class GoldJudge:
         basis = self.basis(request)
         history = request.history if isinstance(request.history, tuple) else tuple(request.history)
         seen = self._seen(rec, gold, basis, history)
-        new = [d.id for d in request.round.docs if (k := self._key(basis, gold, d)) is not None and k not in seen.keys]
-        u = int(bool(new))
-        u_why = f"u=1: new relevant document {new[0]} ({basis})" if u else f"u=0: no new relevant document ({basis})"
+        new = None  # the first shown document that is relevant and new
+        for d in request.round.docs:
+            k = self._key(basis, gold, d)
+            if k is not None and k not in seen.keys:
+                new = d.id
+                break
+        u = int(new is not None)
+        u_why = f"u=1: new relevant document {new} ({basis})" if u else f"u=0: no new relevant document ({basis})"
         v, v_why = self._reasoning(request, gold, basis, seen)
         return Verdict(u, v, analysis=f"{u_why}; {v_why}")
 
     def _reasoning(self, request: JudgeRequest, gold: _Gold, basis: Basis, seen: _Seen) -> tuple[int, str]:
+        # Plain loops rather than comprehensions: this runs at every search step.
         rnd = request.round
-        grounded = seen.grounded
-        named = [gold.names[i] for i in gold.name_set.find(rnd.query)]
-        for n in [*(gold.names[i] for i in gold.name_set.find(rnd.thinking)), *named]:
+        grounded, names = seen.grounded, gold.names
+        named = [names[i] for i in gold.name_set.find(rnd.query)]
+        for i in gold.name_set.find(rnd.thinking):
+            if names[i] not in grounded:
+                return 0, f"v=0: mentions {names[i]!r} before any evidence showed it"
+        for n in named:
             if n not in grounded:
                 return 0, f"v=0: mentions {n!r} before any evidence showed it"
         query = padded(rnd.query)
@@ -244,21 +261,24 @@ class GoldJudge:
         if basis == "doc_ids":
             done = gold.ids <= seen.keys
         elif basis == "titles":
-            done = set(gold.titles) <= seen.keys
+            done = seen.keys.issuperset(gold.titles)
         else:
             done = bool(seen.keys)
         if done:
             return 0, "v=0: all needed evidence was already found"
-        targets = {t for t in gold.titles if t in grounded and t not in seen.resolved}
-        reached = [e for e in gold.entities if e in grounded]
-        if reached:
-            targets.add(reached[-1])
-        hit = [n for n in named if n in targets]
-        if hit:
-            return 1, f"v=1: query targets {hit[0]!r}"
+        # The targets: grounded gold titles whose evidence is not seen yet, and the latest grounded entity.
+        latest = None
+        beyond_question = False
+        for e in gold.entities:
+            if e in grounded:
+                latest = e
+                beyond_question = beyond_question or e not in gold.in_question
+        for n in named:
+            if n == latest or (n in gold.titles and n in grounded and n not in seen.resolved):
+                return 1, f"v=1: query targets {n!r}"
         if named:
             return 0, "v=0: query names only entities whose evidence was already found"
-        if any(e not in gold.in_question for e in reached):
+        if beyond_question:
             return 0, "v=0: evidence revealed a gold entity, but the query names none to follow up"
         words = _content_words(query)
         overlap = sum(w in gold.asked for w in words) / len(words) if words else 0.0
