@@ -19,7 +19,11 @@ Prints what each learner did differently while it runs, then a results table, an
 
     python -m benchmarks.learners --preset cpu              # SmolLM2-135M, 1-hop synthetic questions (the main job)
     python -m benchmarks.learners --preset cpu --seeds 0 1  # the learning check over two seeds
-    python -m benchmarks.learners --preset gpu              # see docs/learners.md: larger model, more steps (GPU machine)
+    python -m benchmarks.learners --preset gpu --hotpotqa hotpot_dev_distractor_v1.json  # see docs/learners.md
+                                                            # ("The GPU preset"): SGLang rollouts, Qwen2.5-0.5B
+
+With `--hotpotqa FILE` (HotpotQA questions with their paragraphs, e.g. the official distractor dev file),
+the start policy and each learner's final policy are also evaluated greedily on its first questions.
 """
 
 from __future__ import annotations
@@ -68,6 +72,13 @@ class Preset:
     lr: float
     template: str | None = None
     """None: Search-R1's instruction."""
+    rollout_backend: str = "hf"
+    """`hf` samples in the training process; `sglang` on `servers` SGLang servers (`TrainConfig.rollout_backend`)."""
+    servers: int = 0
+    """SGLang servers the preset expects, by default at http://127.0.0.1:30000, :30001, ... (`--sglang-urls`)."""
+    weight_sync: str = "disk"
+    device: str = "cpu"
+    """Where the update runs."""
 
 
 PRESETS = {
@@ -75,8 +86,10 @@ PRESETS = {
     "cpu": Preset("smollm2-135m", 1000, (1,), 4, 3, 2, 4, 24, 64, 256, 1, 2e-6, SHORT_TEMPLATE),
     # A random 2-layer model: checks the whole pipeline in seconds (the tests run it); learns nothing.
     "tiny": Preset("tiny", 300, (1,), 1, 1, 2, 2, 4, 16, 64, 1, 1e-4, SHORT_TEMPLATE),
-    # For one GPU (documented; not run in CI): a real budget.
-    "gpu": Preset("Qwen/Qwen2.5-0.5B-Instruct", 10000, (1, 2), 50, 200, 16, 8, 500, 256, 2048, 3, 1e-6),
+    # One 80 GB GPU shared by an SGLang server and the update (documented in docs/learners.md with its
+    # estimated run time; not run in CI): weights reach the server as CUDA tensors after every update.
+    "gpu": Preset("Qwen/Qwen2.5-0.5B-Instruct", 10000, (1, 2), 50, 200, 16, 8, 500, 256, 2048, 3, 1e-6,
+                  rollout_backend="sglang", servers=1, weight_sync="tensors", device="cuda"),
 }
 
 
@@ -98,19 +111,57 @@ def _plot(histories: dict[str, list[dict]], path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
-def _run_seed(preset: Preset, learners: list[str], steps: int, seed: int, out: Path) -> dict:
+def backend_options(preset: Preset, urls: list[str] | None = None) -> dict:
+    """The TrainConfig fields that say where rollouts are sampled and where the update runs."""
+    options = {"device": preset.device, "rollout_backend": preset.rollout_backend}
+    if preset.rollout_backend == "sglang":
+        options["sglang_urls"] = tuple(urls or [f"http://127.0.0.1:{30000 + i}" for i in range(max(preset.servers, 1))])
+        options["weight_sync"] = preset.weight_sync
+    return options
+
+
+def hotpotqa_eval(trainer, path: str, questions: int) -> dict[str, float]:
+    """Greedy EM/F1 of the trainer's current policy (sampled where its rollouts are) on the first
+    `questions` questions of a HotpotQA file, searching the file's own paragraphs with the training run's
+    turn, document and token budgets."""
+    import gymnasium as gym
+
+    from benchmarks.eval import evaluate
+    from searchgym.envs import SearchQAEnv
+
+    c = trainer.config
+    first = gym.make("SearchQA-HotpotQA-v0", data_path=path, limit=questions, max_turns=c.max_turns, top_k=c.top_k,
+                     cache_dir=trainer.out / "cache", **c.env_options).unwrapped
+    # Every episode's env shares the first one's questions, corpus and index: one env per question (the
+    # rollout engine's evaluation layout) would otherwise reread the file and reload the index each time.
+    # COSEARCH's agent searches through its trained ranker, as in training.
+    options = {**c.env_options, **trainer.ranker_env_options()}
+
+    def make():
+        return SearchQAEnv(first.records, first.corpus, retriever=first.retriever, max_turns=c.max_turns, top_k=c.top_k, cache_dir=False, **options)
+
+    result = evaluate(trainer.rollout_policy, make, questions=questions, max_turn_tokens=c.max_turn_tokens,
+                      max_response_tokens=c.max_response_tokens, seed=c.seed)
+    m = result["metrics"]
+    return {"hotpotqa/em": m["avg@1/em"], "hotpotqa/f1": m["avg@1/f1"], "hotpotqa/searches": m["searches_per_episode"],
+            "hotpotqa/questions": float(result["questions"])}
+
+
+def _run_seed(preset: Preset, learners: list[str], steps: int, seed: int, out: Path, backend: dict | None = None,
+              hotpotqa: str | None = None) -> dict:
     """Base eval, cold start, start eval, then each learner from the same start; returns this seed's results."""
     from agents.models import save_model
     from agents.train.trainer import Trainer
 
     env_options = {"template": preset.template} if preset.template else {}
+    backend = backend or {}
 
     def config(learner: str, model: str, run: str, **extra) -> TrainConfig:
         return TrainConfig(learner=learner, model=model, num_entities=preset.num_entities, hops=preset.hops, steps=steps,
                            questions_per_step=preset.questions, group_size=preset.group, eval_questions=preset.eval_questions,
                            max_turn_tokens=preset.max_turn_tokens, max_response_tokens=preset.max_response_tokens, top_k=preset.top_k,
                            lr=preset.lr, seed=seed, out_dir=str(out / run), resume=False, checkpoint_every=0,
-                           env_options=env_options, **extra)
+                           env_options=env_options, **backend, **extra)
 
     t0 = time.perf_counter()
     starter = Trainer(config("grpo", preset.model, "cold_start", cold_start_steps=preset.cold_start_steps))
@@ -122,23 +173,31 @@ def _run_seed(preset: Preset, learners: list[str], steps: int, seed: int, out: P
     start_dir = out / "cold_start" / "model"
     save_model(starter.model, starter.tokenizer, start_dir)
     start_eval = starter.evaluate()
+    start_hotpotqa = hotpotqa_eval(starter, hotpotqa, preset.eval_questions) if hotpotqa else None
     starter.close()
     print(f"[start policy] cold-started: test EM {start_eval['eval/em']:.3f}, F1 {start_eval['eval/f1']:.3f}, "
           f"searches/ep {start_eval['eval/searches']:.2f} ({time.perf_counter() - t0:.0f} s)", flush=True)
 
     results = {"base": {"eval": base_eval}, "start": {"eval": start_eval, "minutes": (time.perf_counter() - t0) / 60}}
+    if start_hotpotqa:
+        results["start"]["hotpotqa"] = start_hotpotqa
+        print(f"[start policy] HotpotQA: EM {start_hotpotqa['hotpotqa/em']:.3f}, F1 {start_hotpotqa['hotpotqa/f1']:.3f}", flush=True)
     for learner in learners:
         t = time.perf_counter()
         print(f"\n[{learner}] {WHAT_DIFFERS[learner]}", flush=True)
         trainer = Trainer(config(learner, str(start_dir), learner))
         history = trainer.run(progress=True)
         final = trainer.evaluate()
+        final_hotpotqa = hotpotqa_eval(trainer, hotpotqa, preset.eval_questions) if hotpotqa else None
         trainer.close()
         last = history[-1]
         extra = {k: round(v, 3) for k, v in last.items() if k.split("/")[0] in ("cw_grpo", "e_grpo", "ranker")}
         print(f"[{learner}] train reward {history[0]['rollout/reward']:.3f} -> {last['rollout/reward']:.3f}; test EM "
               f"{start_eval['eval/em']:.3f} -> {final['eval/em']:.3f}; {extra}", flush=True)
         results[learner] = {"eval": final, "history": history, "minutes": (time.perf_counter() - t) / 60}
+        if final_hotpotqa:
+            results[learner]["hotpotqa"] = final_hotpotqa
+            print(f"[{learner}] HotpotQA: EM {final_hotpotqa['hotpotqa/em']:.3f}, F1 {final_hotpotqa['hotpotqa/f1']:.3f}", flush=True)
     results["minutes"] = (time.perf_counter() - t0) / 60
     return results
 
@@ -153,6 +212,16 @@ def _seed_table(results: dict, learners: list[str]) -> str:
         r, h = results[learner], results[learner]["history"]
         lines.append(f"| {learner} | {r['eval']['eval/em']:.3f} | {r['eval']['eval/f1']:.3f} | {r['eval']['eval/searches']:.2f} | "
                      f"{h[0]['rollout/reward']:.3f} -> {h[-1]['rollout/reward']:.3f} | {r['minutes']:.1f} |")
+    return "\n".join(lines)
+
+
+def hotpotqa_table(results: dict, learners: list[str]) -> str:
+    """The HotpotQA evaluation of the start policy and each learner's final policy."""
+    n = int(results["start"]["hotpotqa"]["hotpotqa/questions"])
+    lines = [f"HotpotQA (greedy, first {n} questions of the file):", "", "| policy | EM | F1 | searches/ep |", "|---|---|---|---|"]
+    for name in ["start", *learners]:
+        h = results[name]["hotpotqa"]
+        lines.append(f"| {name} | {h['hotpotqa/em']:.3f} | {h['hotpotqa/f1']:.3f} | {h['hotpotqa/searches']:.2f} |")
     return "\n".join(lines)
 
 
@@ -202,6 +271,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, help="override the preset's RL steps")
     p.add_argument("--seeds", type=int, nargs="+", default=[0], help="one full run per seed; two or more give the learning check's noise")
     p.add_argument("--out", default="results/learners")
+    p.add_argument("--hotpotqa", metavar="FILE", help="also evaluate the start and final policies on this HotpotQA file's first questions")
+    p.add_argument("--sglang-urls", nargs="+", help="the SGLang servers of a preset that rolls out through SGLang (default: 127.0.0.1 ports 30000 and up)")
     args = p.parse_args(argv)
     preset = PRESETS[args.preset]
     steps = args.steps or preset.steps
@@ -215,7 +286,8 @@ def main(argv: list[str] | None = None) -> int:
     per_seed = {}
     for seed in args.seeds:
         print(f"\n===== seed {seed}", flush=True)
-        results = per_seed[seed] = _run_seed(preset, args.learners, steps, seed, out / f"seed{seed}")
+        results = per_seed[seed] = _run_seed(preset, args.learners, steps, seed, out / f"seed{seed}",
+                                             backend_options(preset, args.sglang_urls), args.hotpotqa)
         table = _seed_table(results, args.learners)
         (out / f"seed{seed}").mkdir(parents=True, exist_ok=True)
         (out / f"seed{seed}" / "results.md").write_text(table + "\n")
@@ -227,6 +299,8 @@ def main(argv: list[str] | None = None) -> int:
     plot = out / "curves.png"
     _plot({name: per_seed[first][name]["history"] for name in args.learners}, plot)
     report = _seed_table(per_seed[first], args.learners) + "\n\nLearning check (test EM):\n\n" + check + "\n"
+    if args.hotpotqa:
+        report += "\n" + hotpotqa_table(per_seed[first], args.learners) + "\n"
     (out / "results.md").write_text(report)
     (out / "results.json").write_text(json.dumps({"preset": asdict(preset), "steps": steps, "seeds": args.seeds,
                                                   "results": {str(s): r for s, r in per_seed.items()}}, indent=2))

@@ -187,12 +187,18 @@ class Trainer:
             kwargs.update(data_path=c.data_path, corpus_path=c.corpus_path)
         if c.learner == "cw-grpo":
             kwargs.setdefault("judge", "gold")
-        if c.learner == "cosearch" and self.ranker_backend is not None:
-            from searchgym.rankers.llm import LLMRanker, LLMRankerConfig
-
-            kwargs.setdefault("ranker", LLMRanker(self.ranker_backend, LLMRankerConfig(max_doc_chars=160, max_tokens=96, temperature=1.0)))
-            kwargs.setdefault("candidates", 5)
+        for key, value in self.ranker_env_options().items():
+            kwargs.setdefault(key, value)
         return gym.make(c.env_id, **kwargs)
+
+    def ranker_env_options(self) -> dict[str, Any]:
+        """COSEARCH: the env options that put the trained ranker behind search (none for other learners);
+        for evaluating on envs the trainer does not build itself."""
+        if self.ranker_backend is None:
+            return {}
+        from searchgym.rankers.llm import LLMRanker, LLMRankerConfig
+
+        return {"ranker": LLMRanker(self.ranker_backend, LLMRankerConfig(max_doc_chars=160, max_tokens=96, temperature=1.0)), "candidates": 5}
 
     # -- the loop -----------------------------------------------------------------------------------------
 
