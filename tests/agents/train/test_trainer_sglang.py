@@ -143,6 +143,26 @@ def test_two_servers_both_get_prompts_and_weights(tmp_path, fakes):
         trainer.close()
 
 
+@pytest.mark.slow
+def test_a_resumed_run_pushes_its_restored_weights(tmp_path, fakes):
+    fake = fakes[0]
+    first = Trainer(sglang_config(tmp_path, [fake.url], steps=1))
+    first.run()  # cold start, one step, checkpoint
+    saved = weights(first.model)
+    first.close()
+    # The server restarts with its original weights, as a new job would find it.
+    fake.policy.update_weights(build_tiny_model(TinyModelConfig(seed=SERVER_SEED))[0].state_dict().items())
+    fake.weight_version = "default"
+    fake.calls.clear()
+    resumed = Trainer(sglang_config(tmp_path, [fake.url], steps=2))
+    try:
+        assert resumed.step == 1 and same_weights(weights(resumed.model), saved)
+        assert "/update_weights_from_disk" in fake.paths() and fake.weight_version == "1"
+        assert same_weights(weights(fake.policy.model), saved)
+    finally:
+        resumed.close()
+
+
 def test_what_must_match_an_in_process_run(tmp_path, fakes):
     fake = fakes[0]
     local = Trainer(sglang_config(tmp_path / "hf", [], rollout_backend="hf", sglang_urls=(), steps=1))
