@@ -2,6 +2,7 @@
 
 - `HFPolicy`: transformers, in-process.
 - `SGLangPolicy`: an SGLang server's native API, with weight sync; `SGLangServer` starts one.
+- `FanOutPolicy`: one policy over several that serve the same weights (e.g. SGLang servers).
 - `OpenAIPolicy`: an OpenAI-compatible chat API (evaluation only; not a `Policy`).
 
 Heavy modules (torch, transformers, httpx) load when a class is first used.
@@ -14,12 +15,14 @@ from typing import TYPE_CHECKING, Any
 from agents.policies.base import Completion, Policy, SamplingParams
 
 if TYPE_CHECKING:
+    from agents.policies.fanout import FanOutPolicy
     from agents.policies.hf import HFPolicy, HFPolicyConfig
     from agents.policies.openai_chat import OpenAIPolicy, OpenAIPolicyConfig
     from agents.policies.sglang import SGLangPolicy, SGLangPolicyConfig
     from agents.policies.sglang_server import SGLangServer, SGLangServerConfig
 
 _LAZY = {
+    "FanOutPolicy": "agents.policies.fanout",
     "HFPolicy": "agents.policies.hf",
     "HFPolicyConfig": "agents.policies.hf",
     "SGLangPolicy": "agents.policies.sglang",
@@ -32,6 +35,7 @@ _LAZY = {
 
 __all__ = [
     "Completion",
+    "FanOutPolicy",
     "HFPolicy",
     "HFPolicyConfig",
     "OpenAIPolicy",

@@ -7,6 +7,14 @@ concurrently, so that every prompt carries its own token budget and the server b
 The server's `text` is not used: it drops stop strings, while the ids keep every sampled token; the text
 is decoded here from the ids.
 
+A seeded call (`SamplingParams.seed`) sends each sample as its own request (`n=1`) with its own
+`sampling_seed`: `sample_seed(seed, i * n + j)` for sample j of prompt i. The native API takes one seed
+per request and SGLang's parallel sampling copies it to every sample, so under
+`--enable-deterministic-inference` one shared seed would make a GRPO group n copies of one sample (and
+two group members whose turns so far are equal would continue identically). Unseeded calls keep one
+request per prompt with `n` (one prefill for the group); separate requests of one prompt still share
+it through the server's prefix cache.
+
 Weight sync after a learner update, bracketed by `/pause_generation` and `/continue_generation`, with
 `/flush_cache` so no cached prefix computed by the old weights is reused:
 - `load_weights(path)` (default path): `/update_weights_from_disk` with a folder the server can read;
@@ -21,12 +29,13 @@ Leave `SGLANG_RETURN_ORIGINAL_LOGPROB` unset on the server: with it, logprobs ig
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -67,6 +76,13 @@ class SGLangPolicyConfig:
             raise ConfigError("abort_retries must be >= 0, tp_size >= 1 and update_timeout_s > 0")
         if self.pause_mode not in ("abort", "retract", "in_place"):
             raise ConfigError(f"pause_mode must be abort, retract or in_place, got {self.pause_mode!r}")
+
+
+def sample_seed(seed: int, index: int) -> int:
+    """The `sampling_seed` of sample `index` of a call seeded with `seed`: a hash of both, in [0, 2**31),
+    so the samples of one call are drawn with different seeds."""
+    digest = hashlib.blake2b(f"{seed}:{index}".encode(), digest_size=4).digest()
+    return int.from_bytes(digest, "little") & 0x7FFFFFFF
 
 
 class SGLangPolicy:
@@ -121,10 +137,21 @@ class SGLangPolicy:
         self, prompts: Sequence[Sequence[int]], params: SamplingParams, *, max_new_tokens: Sequence[int] | None = None
     ) -> list[list[Completion]]:
         budgets = check_budgets(prompts, params, max_new_tokens)
-        futures = [self._pool.submit(self._generate_one, list(p), params, b) for p, b in zip(prompts, budgets)]
-        return [f.result() for f in futures]
+        if params.seed is None or (params.n == 1 and len(prompts) == 1):
+            futures = [self._pool.submit(self._generate_one, list(p), params, b) for p, b in zip(prompts, budgets)]
+            return [f.result() for f in futures]
+        # One request per sample, each with its own seed (see the module docstring).
+        n = params.n
+        rows = [[self._pool.submit(self._generate_one, list(p), replace(params, n=1, seed=sample_seed(params.seed, i * n + j)), b) for j in range(n)]
+                for i, (p, b) in enumerate(zip(prompts, budgets))]
+        return [[f.result()[0] for f in row] for row in rows]
 
     def request_payload(self, prompt: list[int], params: SamplingParams, budget: int) -> dict[str, Any]:
+        """The `/generate` body of one request. A seed goes to the server only with `n == 1`: `generate`
+        splits a seeded call into one request per sample."""
+        if params.seed is not None and params.n > 1:
+            raise ConfigError(f"a seeded request must have n=1 (got n={params.n}): every sample needs its own "
+                              "sampling_seed; call generate, which sends one request per sample")
         sampling: dict[str, Any] = {
             "n": params.n,
             "temperature": params.temperature,

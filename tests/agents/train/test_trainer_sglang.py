@@ -102,8 +102,9 @@ def test_two_steps_roll_out_on_the_server_and_sync_after_each(tmp_path, fakes):
             metrics = trainer.train_step()
             paths = fake.paths()
             bodies = generate_bodies(fake)
-            # Rollouts went to the server: a first turn of one request per question with n = G, then turns.
-            assert len(bodies) >= 2 and [b["sampling_params"]["n"] for b in bodies[:2]] == [2, 2]
+            # Rollouts went to the server: seeded, so one request per sample (n = 1, each with its own seed).
+            assert len(bodies) >= 4 and {b["sampling_params"]["n"] for b in bodies} == {1}
+            assert len({b["sampling_params"]["sampling_seed"] for b in bodies[:4]}) == 4
             assert metrics["rollout/sampled_tokens"] > 0
             # ... and the sync came after the last of them.
             assert paths.index("/update_weights_from_disk") > max(i for i, p in enumerate(paths) if p == "/generate")
@@ -130,14 +131,17 @@ def test_two_servers_both_get_prompts_and_weights(tmp_path, fakes):
             f.calls.clear()
         before = weights(trainer.model)
         metrics = trainer.train_step()
-        first_turns = [b for f in fakes for b in generate_bodies(f) if b["sampling_params"]["n"] == 2]
-        assert len(first_turns) == 4  # one request per question, dealt round robin: two each
+        # Each server's first four requests are its first turn: two questions (dealt round robin) x G = 2
+        # samples, one seeded request per sample.
+        first_turns = [{tuple(b["input_ids"]) for b in generate_bodies(f)[:4]} for f in fakes]
+        assert [len(q) for q in first_turns] == [2, 2] and not first_turns[0] & first_turns[1]
         for f in fakes:
-            assert [b["sampling_params"]["n"] for b in generate_bodies(f)].count(2) == 2
+            assert {b["sampling_params"]["n"] for b in generate_bodies(f)} == {1}
             assert f.paths()[-1] == "/model_info" and f.weight_version == "3"
             assert same_weights(weights(f.policy.model), weights(trainer.model))
         assert not same_weights(before, weights(trainer.model))
-        assert trainer.rollout_policy.prompts_sent == [len(generate_bodies(f)) for f in fakes]
+        # A first-turn prompt is G = 2 requests, a later turn's prompt one.
+        assert trainer.rollout_policy.prompts_sent == [len(generate_bodies(f)) - 2 for f in fakes]
         assert metrics["loss/ratio_mean"] == pytest.approx(1.0, abs=1e-4)
     finally:
         trainer.close()
@@ -183,12 +187,13 @@ def test_what_must_match_an_in_process_run(tmp_path, fakes):
         fake.calls.clear()
         m_local, m_served = local.train_step(), served.train_step()
         # The same questions: the server got the prompts of the questions the in-process run drew.
-        first_turn = [b["input_ids"] for b in generate_bodies(fake) if b["sampling_params"]["n"] == 2]
         env = local.env.unwrapped
         expected = [local.tokenizer.encode(local.engine._prompt_text(env.reset(options={"index": i})[0]), add_special_tokens=False)
                     for i in _step_questions(local)]
+        # The first turn: G = 2 seeded requests per question, before any later turn's.
+        first_turn = {tuple(b["input_ids"]) for b in generate_bodies(fake)[: 2 * len(expected)]}
         assert _step_questions(local) == _step_questions(served)
-        assert sorted(first_turn) == sorted(expected)
+        assert sorted(first_turn) == sorted(tuple(e) for e in expected)
         assert set(m_served) == set(m_local) | {"time/sync_s"}
         for m in (m_local, m_served):
             assert m["loss/ratio_mean"] == pytest.approx(1.0, abs=1e-4) and m["loss/clip_frac_high"] == 0.0
