@@ -308,3 +308,42 @@ def test_serve_command_checks_its_arguments(tmp_path, ten_doc_corpus):
         build_retriever("dense", None, None, None)
     served = build_retriever(None, str(write_jsonl(tmp_path / "c.jsonl", ten_doc_corpus)), None, str(tmp_path / "cache"))
     assert served.describe()["kind"] == "bm25" and served.describe()["corpus_hash"] == ten_doc_corpus.content_hash
+
+
+def test_retrieve_fast_path_matches_the_routed_app(bm25):
+    """`POST /retrieve` skips FastAPI's middleware; other methods and paths still take the usual route, and
+    an unexpected failure inside the endpoint is still a plain 500, not a dropped connection."""
+    import asyncio
+
+    import httpx
+
+    from searchgym.retrieval.server import create_app
+
+    class Broken:
+        def search(self, queries, k):
+            return [[Hit("not a document", 1.0)] for _ in queries]  # rendering it raises AttributeError
+
+        def describe(self):
+            return {"kind": "broken"}
+
+    async def ask(retriever, method, path, **kw):
+        app = create_app(retriever, ServerConfig(warmup=False))
+        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+        async with app.router.lifespan_context(app), httpx.AsyncClient(transport=transport, base_url="http://t") as c:
+            return await c.request(method, path, **kw)
+
+    ok = asyncio.run(ask(bm25, "POST", "/retrieve", json={"queries": ["Tiber"], "topk": 1, "return_scores": True}))
+    assert ok.status_code == 200 and ok.json()["result"][0][0]["document"]["id"] == "d7"
+    assert asyncio.run(ask(bm25, "GET", "/retrieve")).status_code == 405
+    assert asyncio.run(ask(bm25, "GET", "/health")).json()["status"] == "ok"
+    broken = asyncio.run(ask(Broken(), "POST", "/retrieve", json={"queries": ["x"]}))
+    assert (broken.status_code, broken.text) == (500, "Internal Server Error")
+
+
+def test_response_encoding_is_the_same_without_orjson(monkeypatch):
+    from searchgym.retrieval import server
+
+    body = {"result": [[{"document": {"id": "é", "contents": '"T"\nx'}, "score": 1.25e-07}]]}
+    fast = server._dumps(body)
+    monkeypatch.setattr(server, "orjson", None)
+    assert json.loads(server._dumps(body)) == json.loads(fast) == body
