@@ -29,6 +29,14 @@ class Timing:
     seconds: float
     latencies_ms: list[float]
     errors: int = 0
+    cpu_s: float | None = None
+    """CPU time this process spent in the run: the searches in-process, the clients in a load test."""
+    server_cpu_s: float | None = None
+    """CPU time the server process spent in the run (load tests against a `ServerProcess`)."""
+
+    def cpu_us_per_query(self, server: bool = False) -> float:
+        cpu = self.server_cpu_s if server else self.cpu_s
+        return cpu / self.queries * 1e6 if cpu is not None and self.queries else float("nan")
 
     @property
     def qps(self) -> float:
@@ -43,13 +51,14 @@ def time_in_process(
 ) -> Timing:
     """One query per call, as the env retrieves, until `duration_s` or `max_queries`."""
     lat, start, n = [], time.perf_counter(), 0
+    cpu = time.process_time()
     while n < max_queries and time.perf_counter() - start < duration_s:
         q = queries[n % len(queries)]
         t = time.perf_counter()
         search([q])
         lat.append((time.perf_counter() - t) * 1000)
         n += 1
-    return Timing(n, time.perf_counter() - start, lat)
+    return Timing(n, time.perf_counter() - start, lat, cpu_s=time.process_time() - cpu)
 
 
 def free_port() -> int:
@@ -145,6 +154,15 @@ class ServerProcess:
             pass
         return None
 
+    def cpu_seconds(self) -> float | None:
+        """CPU time (user + system) the server process has used so far (Linux `/proc`; None elsewhere)."""
+        try:
+            with open(f"/proc/{self.proc.pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, ValueError, IndexError):
+            return None
+
     def kill(self) -> None:
         """SIGKILL: the server gets no chance to close connections or finish requests."""
         if self.proc.poll() is None:
@@ -178,13 +196,26 @@ async def _get(port: int, path: str) -> tuple[int, bytes]:
 
 
 async def _read_response(reader: asyncio.StreamReader) -> tuple[int, bytes]:
-    status = int((await reader.readline()).split()[1])
+    # The head in one read rather than a read per line: the load generator shares the machine with the
+    # server it measures, so every microsecond it spends is taken from the server.
+    try:
+        head = await reader.readuntil(b"\r\n\r\n")
+    except asyncio.LimitOverrunError as e:
+        raise ValueError(f"response head over {e.consumed} bytes") from None
+    lines = head.split(b"\r\n")
+    status = int(lines[0].split()[1])
     length = 0
-    while (line := await reader.readline()) not in (b"\r\n", b""):
-        name, _, value = line.decode("latin1").partition(":")
-        if name.strip().lower() == "content-length":
+    for line in lines[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
             length = int(value)
     return status, await reader.readexactly(length)
+
+
+try:  # the server extra installs orjson; parsing each answer is most of the client's work
+    from orjson import loads as _loads
+except ImportError:
+    _loads = json.loads
 
 
 def load_test(
@@ -225,7 +256,7 @@ async def run_clients(port, queries, k, clients, duration_s, max_requests, reque
                     b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
                 )
                 status, raw = await asyncio.wait_for(_read_response(reader), request_timeout_s)  # type: ignore[arg-type]
-                result = json.loads(raw)["result"] if status == 200 else None
+                result = _loads(raw)["result"] if status == 200 else None
                 if not (
                     isinstance(result, list)
                     and len(result) == 1
@@ -241,5 +272,6 @@ async def run_clients(port, queries, k, clients, duration_s, max_requests, reque
         if writer is not None:
             writer.close()
 
+    cpu = time.process_time()
     await asyncio.gather(*(client() for _ in range(clients)))
-    return Timing(len(lat), time.perf_counter() - start, lat, counter["errors"])
+    return Timing(len(lat), time.perf_counter() - start, lat, counter["errors"], cpu_s=time.process_time() - cpu)

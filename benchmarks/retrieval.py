@@ -13,10 +13,19 @@ Corpora, in one run:
    encoder: embedding 100k passages with MiniLM on 2 CPU cores takes ~20 minutes);
 3. HotpotQA's sample (its ~3,000 context paragraphs as the corpus): recall@5 of the gold paragraphs.
 
-In-process timings send one query per call (as the env does). The server runs in a subprocess
-(`searchgym serve`) and is measured with 1 client (latency overhead) and `--clients` concurrent clients
-(throughput, where the server batches). Query-time compute uses 1 thread on both sides (`--threads 1`),
-which is fastest for one-query calls on a busy machine; encoding passages uses all cores.
+How each side is measured. Both sides answer one-query requests. In-process: one thread calls
+`search([q], k)` back to back (as the env does). Server: a subprocess (`searchgym serve`) measured with 1
+client (latency overhead) and `--clients` concurrent keep-alive clients (throughput); it batches the
+requests that arrive while a search runs into one retriever call. Query-time compute uses 1 thread on
+both sides (`--threads 1`), which is fastest for one-query calls on a busy machine; encoding passages
+uses all cores. The throughput overhead is in-process queries/s over server queries/s, the server row's
+in-process and server rounds alternating `--rounds` times with each side keeping its best (other load on
+a shared machine then costs a round of either side, not one side). What it cannot equalize: the
+in-process side needs one core, while the server runs an event loop beside a retriever thread (BM25's
+numba kernel releases the GIL) and its load generator, this process, parses every answer on the same
+cores. On a small machine shared with other work the server side therefore gets less CPU per query
+than it would with clients elsewhere; the closing lines also give each side's CPU time per query
+(in-process, the server process, the load generator), which do not depend on how the cores are shared.
 """
 
 from __future__ import annotations
@@ -75,9 +84,14 @@ def _questions() -> list[str]:
 def _measure(corpus_name, name, build_s, nbytes, search, queries, args, server_args=None, note=""):
     _set_query_threads(1)
     search(queries[:3])  # warm caches and JIT before timing
-    inproc = time_in_process(search, queries, duration_s=args.duration, max_queries=args.max_requests)
-    row = {"corpus": corpus_name, "retriever": name, "build_s": build_s, "bytes": nbytes, "in": inproc, "note": note}
-    if server_args is not None:
+
+    def in_process():
+        return time_in_process(search, queries, duration_s=args.duration, max_queries=args.max_requests)
+
+    row = {"corpus": corpus_name, "retriever": name, "build_s": build_s, "bytes": nbytes, "note": note}
+    if server_args is None:
+        row["in"] = in_process()
+    else:
         with ServerProcess([*server_args, "--threads", "1"]) as server:
             load_test(
                 server.port, queries[:32], args.k, clients=args.clients, duration_s=1.0, max_requests=200
@@ -85,14 +99,26 @@ def _measure(corpus_name, name, build_s, nbytes, search, queries, args, server_a
             row["one"] = load_test(
                 server.port, queries, args.k, clients=1, duration_s=args.duration / 2, max_requests=args.max_requests
             )
-            row["many"] = load_test(
-                server.port,
-                queries,
-                args.k,
-                clients=args.clients,
-                duration_s=args.duration,
-                max_requests=args.max_requests,
-            )
+            # In-process and server throughput runs alternate, and each side keeps its best round: the
+            # machine is shared, so a burst of other load then slows one round of either side, not one side.
+            for _ in range(args.rounds):
+                inproc = in_process()
+                if "in" not in row or inproc.qps > row["in"].qps:
+                    row["in"] = inproc
+                before = server.cpu_seconds()
+                many = load_test(
+                    server.port,
+                    queries,
+                    args.k,
+                    clients=args.clients,
+                    duration_s=args.duration,
+                    max_requests=args.max_requests,
+                )
+                after = server.cpu_seconds()
+                if before is not None and after is not None:
+                    many.server_cpu_s = after - before
+                if "many" not in row or many.qps > row["many"].qps:
+                    row["many"] = many
             stats = server.health()["stats"]
             row["batch"] = stats["queries"] / max(stats["retriever_calls"], 1)
     ROWS.append(row)
@@ -113,7 +139,7 @@ def bench_wiki(args, tmp: Path, encoder: TextEncoder, queries: list[str]) -> flo
     from searchgym.corpus import load_corpus
 
     corpus = load_corpus(path)
-    bm25 = _measure_bm25("wiki-18 1k", corpus, path, queries, tmp, args)
+    bm25, bm25_s = _measure_bm25("wiki-18 1k", corpus, path, queries, tmp, args)
 
     _set_query_threads(2)
     flat_dir, hnsw_dir = tmp / "wiki-flat", tmp / "wiki-hnsw"
@@ -268,15 +294,16 @@ def _print_row(row: dict) -> None:
     print("| " + " | ".join(cells + [row["note"]]) + " |", flush=True)
 
 
-def _measure_bm25(name: str, corpus, path: Path, queries, tmp: Path, args) -> BM25Retriever:
-    """Build (timed) and measure BM25 on `corpus`, in-process and through a server on `path`."""
+def _measure_bm25(name: str, corpus, path: Path, queries, tmp: Path, args) -> tuple[BM25Retriever, float]:
+    """Build (timed) and measure BM25 on `corpus`, in-process and through a server on `path`; returns the
+    retriever and its build seconds."""
     _set_query_threads(2)
     t = time.perf_counter()
     bm25 = BM25Retriever(corpus, cache_dir=tmp / "cache")
     bm25_s = time.perf_counter() - t
     _measure(name, "bm25", bm25_s, _bm25_bytes(bm25), lambda q: bm25.search(q, args.k), queries, args,
              ["--corpus", str(path), "--cache-dir", str(tmp / "cache")])
-    return bm25
+    return bm25, bm25_s
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -287,6 +314,8 @@ def main(argv: list[str] | None = None) -> int:
         "--duration", type=float, default=4.0, help="seconds per timing run (each run also stops at --max-requests)"
     )
     p.add_argument("--max-requests", type=int, default=20_000)
+    p.add_argument("--rounds", type=int, default=3,
+                   help="alternating in-process / server throughput rounds per server row; each side keeps its best")
     p.add_argument("--k", type=int, default=5, help="documents per query")
     p.add_argument("--skip", nargs="*", default=[], choices=["wiki", "synthetic", "recall"])
     args = p.parse_args(argv)
@@ -313,10 +342,13 @@ def main(argv: list[str] | None = None) -> int:
         _print_row(row)
     bm = [r for r in ROWS if r["corpus"].startswith("synthetic") and r["retriever"] == "bm25" and "many" in r]
     for r in bm:
-        many = r["many"]
+        many, inproc = r["many"], r["in"]
         print(
             f"\ntarget, BM25 on {r['corpus']} through the server with {args.clients} clients: {many.qps:,.0f} queries/s (target >= 500), "
-            f"errors {many.errors + r['one'].errors} (target 0); throughput overhead {r['in'].qps / many.qps:.2f}x (target < 1.5x)"
+            f"errors {many.errors + r['one'].errors} (target 0); throughput overhead {inproc.qps / many.qps:.2f}x (target < 1.5x)"
+            f"\nCPU per query: in-process {inproc.cpu_us_per_query():.0f} us; server {many.cpu_us_per_query(server=True):.0f} us "
+            f"({many.cpu_us_per_query(server=True) / inproc.cpu_us_per_query():.2f}x in-process), and the load generator "
+            f"{many.cpu_us_per_query():.0f} us on the same cores"
         )
     print(f"\ntotal {time.perf_counter() - start:.0f} s; load average at end: {os.getloadavg()[0]:.1f}")
     return 0
