@@ -46,6 +46,11 @@ class TrainConfig:
     lora_rank: int = 16
     device: str = "cpu"
     """Where the trained model (and COSEARCH's ranker) lives and updates: `cpu`, `cuda`, `cuda:1`, ..."""
+    distributed: bool = False
+    """Data-parallel update under `accelerate` (DDP): launch with `accelerate launch --num_processes N -m agents
+    train --distributed ...`; each process rolls out and updates on its share of every step's questions
+    (questions_per_step must be divisible by N) and process 0 logs, checkpoints and pushes weights. With one
+    process the results equal a run without it. `device` is then `cpu` or `cuda` (each process's own GPU)."""
 
     steps: int = 8
     """RL updates."""
@@ -118,6 +123,9 @@ class TrainConfig:
         if self.alpha is not None and (math.isnan(self.alpha) or self.alpha < 0):
             raise ConfigError(f"alpha must be >= 0, got {self.alpha}")
         self.hops = tuple(int(h) for h in self.hops)
+        if self.distributed and self.learner == "cosearch":
+            raise ConfigError("distributed=True does not support learner='cosearch': its ranker groups calls across the whole "
+                              "step's trajectories and trains a second model; run COSEARCH in one process")
         self._check_rollout_backend()
 
     def _check_rollout_backend(self) -> None:

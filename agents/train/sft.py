@@ -7,7 +7,7 @@ so the format the policy learns is the one the rollout engine feeds it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import gymnasium as gym
@@ -47,9 +47,16 @@ def oracle_example(env: gym.Env, tokenizer, index: int) -> Example:
     return Example(ids, mask)
 
 
-def sft_step(model: torch.nn.Module, examples: Sequence[Example], *, pad_id: int, micro_batch: int) -> float:
-    """Accumulate the gradient of the mean negative log-likelihood of the masked tokens; returns the loss."""
-    total = sum(sum(e.loss_mask) for e in examples)
+def sft_step(
+    model: torch.nn.Module, examples: Sequence[Example], *, pad_id: int, micro_batch: int,
+    total: int | None = None, backward: Callable[[torch.Tensor], None] | None = None,
+) -> float:
+    """Accumulate the gradient of the mean negative log-likelihood of the masked tokens; returns the loss.
+
+    Data parallel: `total` is the masked-token count over every rank's examples (so the ranks' gradients
+    and losses sum to the single-process ones) and `backward` replaces `loss.backward()`."""
+    if total is None:
+        total = sum(sum(e.loss_mask) for e in examples)
     device = next(model.parameters()).device
     loss_sum = 0.0
     for start in range(0, len(examples), micro_batch):
@@ -58,7 +65,10 @@ def sft_step(model: torch.nn.Module, examples: Sequence[Example], *, pad_id: int
         attention = pad_batch([[1] * len(e.token_ids) for e in chunk], 0, torch.long).to(device)
         mask = pad_batch([e.loss_mask for e in chunk], 0, torch.float32).to(device)
         loss = -(token_logprobs(model, ids, attention, positions=mask) * mask).sum() / total
-        loss.backward()
+        if backward is None:
+            loss.backward()
+        else:
+            backward(loss)
         loss_sum += float(loss.detach())
     return loss_sum
 

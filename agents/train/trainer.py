@@ -13,6 +13,11 @@ cold start and after every optimizer step, and checks that each server reports t
 before it samples again. The teacher-forced update always runs here, on `device`. SGLang servers ignore
 the per-step sampling seed (unless started with deterministic inference), so with them a resumed run
 redraws the same questions from the same weights but not the same samples.
+
+With `distributed=True` the update is data parallel over the processes `accelerate launch` started
+(`agents.train.distributed`): each rank rolls out its share of the step's questions, seeded by (seed,
+step, rank), and the summed gradient equals the single-process one over the same trajectories; rank 0
+alone writes metrics and checkpoints and pushes weights to the SGLang servers, between barriers.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import os
 import random
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
@@ -42,9 +48,10 @@ from agents.policies.hf import HFPolicy, HFPolicyConfig
 from agents.rollout import RolloutConfig, RolloutEngine, rollout_metrics
 from agents.train.checkpoint import list_checkpoints, load_checkpoint, save_checkpoint
 from agents.train.config import TrainConfig
+from agents.train.distributed import all_reduce_sum, make_accelerator, merge_metrics, shard, sum_gradients
 from agents.train.ranker import PolicyChatBackend
 from agents.train.sft import oracle_example, sft_step
-from agents.train.update import policy_gradient_step
+from agents.train.update import UpdateStats, loss_rows, policy_gradient_step
 from searchgym.errors import BackendError, ConfigError
 
 logger = logging.getLogger(__name__)
@@ -87,9 +94,22 @@ class Trainer:
         self.out = Path(config.out_dir)
         self.out.mkdir(parents=True, exist_ok=True)
         _check_device(config.device)
+        if not config.distributed and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+            raise ConfigError(f"started as one of {os.environ['WORLD_SIZE']} processes (accelerate launch or torchrun) without "
+                              "distributed=True: every process would run the whole job into the same out_dir; pass --distributed")
+        self.accelerator = make_accelerator(config.device) if config.distributed else None
+        """The data-parallel `Accelerator` (None in a plain single-process run)."""
+        self.rank = self.accelerator.process_index if self.accelerator else 0
+        self.world = self.accelerator.num_processes if self.accelerator else 1
+        if config.questions_per_step % self.world:
+            raise ConfigError(f"questions_per_step={config.questions_per_step} must be divisible by the {self.world} processes: "
+                              "each rolls out whole questions (GRPO groups)")
+        if config.cold_start_steps > 0 and config.cold_start_batch % self.world:
+            raise ConfigError(f"cold_start_batch={config.cold_start_batch} must be divisible by the {self.world} processes")
+        device = str(self.accelerator.device) if self.accelerator else config.device
         _seed_everything(config.seed)
         self.learner_config, self.targets = _learner(config)
-        self.model, self.tokenizer = _load_model(config.model, config.seed, config.device)
+        self.model, self.tokenizer = _load_model(config.model, config.seed, device)
         if config.lora:
             self.model = _with_lora(self.model, config.lora_rank)
         self.model.train()
@@ -99,6 +119,14 @@ class Trainer:
         self.reference = copy.deepcopy(self.model).eval() if config.kl_coef > 0 else None
         self.models: dict[str, torch.nn.Module] = {"policy": self.model}
         self.optimizers = {"policy": self._optimizer(self.model, config.lr)}
+        self.wrapped = self.model
+        """`self.model` as `accelerator.prepare` returned it (DDP across processes, which broadcasts rank 0's
+        weights when it wraps). Forward passes, rollouts, checkpoints and weight pushes use `self.model`: the
+        loss reads the decoder and the output embedding separately, which a DDP wrapper does not expose, and
+        backward runs under `no_sync` with one explicit gradient sum (`agents.train.distributed`)."""
+        if self.accelerator is not None:
+            self.wrapped, optimizer, scheduler = self.accelerator.prepare(self.model, *self.optimizers["policy"])
+            self.optimizers["policy"] = (optimizer, scheduler)
 
         self.ranker_backend = None
         if config.learner == "cosearch":
@@ -109,7 +137,9 @@ class Trainer:
             self.models["ranker"] = ranker_model
             self.optimizers["ranker"] = self._optimizer(ranker_model, config.lr)
 
-        self.env = self._make_env("train")
+        # Rank 0 first: building the env can write caches under out_dir that the other ranks then read.
+        with self.accelerator.main_process_first() if self.accelerator else nullcontext():
+            self.env = self._make_env("train")
         self.num_questions = len(self.env.unwrapped.records)
         rollout = RolloutConfig(group_size=config.group_size, temperature=config.temperature,
                                 max_turn_tokens=config.max_turn_tokens, max_response_tokens=config.max_response_tokens, seed=config.seed)
@@ -119,7 +149,7 @@ class Trainer:
         self._tb = None
         if config.resume and (checkpoints := list_checkpoints(self.out / "checkpoints")):
             self._restore(checkpoints[-1])
-        if config.resume:
+        if config.resume and self.is_main:
             self._drop_unsaved_metrics()
         try:
             # The servers may serve the released model, another run's weights or an older checkpoint.
@@ -150,6 +180,7 @@ class Trainer:
 
         http = HTTPConfig(timeout_s=c.sglang_timeout_s)
         fan = FanOutPolicy([SGLangPolicy(SGLangPolicyConfig(url=url, http=http), tokenizer=self.tokenizer) for url in c.sglang_urls])
+        fan.assign(self.rank)  # ranks start their round robin on different servers
         down = [m.config.url for m in fan.members if not m.health(timeout_s=min(10.0, c.sglang_timeout_s))]
         if down:
             fan.close()
@@ -164,6 +195,12 @@ class Trainer:
         if c.rollout_backend == "hf":
             return 0.0
         start = time.perf_counter()
+        if self.accelerator is not None:
+            # Rank 0 pushes for everyone: after every rank has finished its update, before any samples again.
+            self.accelerator.wait_for_everyone()
+            if not self.is_main:
+                self.accelerator.wait_for_everyone()
+                return time.perf_counter() - start
         if c.weight_sync == "disk":
             # Absolute: the servers resolve the path from their own working directory.
             folder = save_model(self.model, self.tokenizer, (self.out / "rollout-weights").resolve())
@@ -175,7 +212,14 @@ class Trainer:
             if reported != str(member.weight_version):
                 raise BackendError(f"the SGLang server at {member.config.url} reports weight version {reported!r} after the "
                                    f"update, expected {str(member.weight_version)!r}: did another process update or restart it?")
+        if self.accelerator is not None:
+            self.accelerator.wait_for_everyone()
         return time.perf_counter() - start
+
+    @property
+    def is_main(self) -> bool:
+        """Whether this process writes metrics and checkpoints and pushes weights (rank 0, or no distribution)."""
+        return self.rank == 0
 
     def _make_env(self, split: str) -> gym.Env:
         c = self.config
@@ -216,24 +260,14 @@ class Trainer:
     def train_step(self) -> dict[str, float]:
         c = self.config
         start = time.perf_counter()
-        # Seed this step's sampling by (seed, step) so that resuming reproduces it.
-        self.engine.reseed(c.seed * 1_000_003 + self.step)
         if self.ranker_backend is not None:
             self.ranker_backend.clear()
         indices = self.questions(c.questions_per_step)
-        trajectories = self.engine.rollout([{"options": {"index": i}} for i in indices])
+        trajectories = self.rollout_share(shard(indices, self.rank, self.world), self.step, self.rank)
         rollout_s = time.perf_counter() - start
         targets = self.targets(trajectories, self.learner_config)
-        optimizer, scheduler = self.optimizers["policy"]
-        optimizer.zero_grad(set_to_none=True)
-        stats = policy_gradient_step(
-            self.model, trajectories, targets, pad_id=self.tokenizer.pad_token_id, micro_batch=c.micro_batch,
-            eps_low=c.eps_low, eps_high=c.eps_high, aggregation=c.aggregation, kl_coef=c.kl_coef,
-            reference=self.reference, norm_length=c.max_response_tokens, temperature=c.temperature,
-        )
-        grad_norm = torch.nn.utils.clip_grad_norm_([p for p in self.model.parameters() if p.requires_grad], c.max_grad_norm)
-        optimizer.step()
-        scheduler.step()
+        stats, grad_norm = self.update(trajectories, targets)
+        scheduler = self.optimizers["policy"][1]
         self.policy.mark_updated()
         sync_s = self.sync_weights()
         metrics = _rollout_metrics(trajectories, targets)
@@ -251,11 +285,48 @@ class Trainer:
             metrics.update(self._ranker_step(trajectories))
         self.step += 1
         metrics["time/step_s"] = time.perf_counter() - start
+        if self.accelerator is not None:
+            done = {k: v for k, v in metrics.items() if k.startswith("loss/") or k == "optim/lr"}  # already over every rank
+            metrics = {**merge_metrics(self.accelerator, metrics), **done}
         metrics["step"] = self.step
         self._log(metrics)
         if c.checkpoint_every and self.step % c.checkpoint_every == 0:
             self.save()
         return metrics
+
+    def rollout_share(self, indices: list[int], step: int, rank: int = 0) -> list:
+        """Roll out questions `indices` with the sampling seeded by (seed, step, rank), so that resuming
+        reproduces a step and a rank's samples do not depend on how many ranks there are."""
+        self.engine.reseed(self.config.seed * 1_000_003 + step + rank * 1_000_000_007)
+        return self.engine.rollout([{"options": {"index": i}} for i in indices])
+
+    def update(self, trajectories: list, targets: LearnerBatch) -> tuple[UpdateStats, torch.Tensor]:
+        """One optimizer step of the policy on this rank's trajectories; returns the step's stats (over every
+        rank) and the gradient norm before clipping. Distributed, the loss denominator is the whole step's
+        and the ranks' gradients are summed, so the step equals a single process's over all trajectories."""
+        c = self.config
+        optimizer, scheduler = self.optimizers["policy"]
+        optimizer.zero_grad(set_to_none=True)
+        kwargs = {"pad_id": self.tokenizer.pad_token_id, "micro_batch": c.micro_batch, "eps_low": c.eps_low, "eps_high": c.eps_high,
+                  "aggregation": c.aggregation, "kl_coef": c.kl_coef, "reference": self.reference, "norm_length": c.max_response_tokens,
+                  "temperature": c.temperature}
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        acc = self.accelerator
+        if acc is None:
+            stats = policy_gradient_step(self.model, trajectories, targets, **kwargs)
+            grad_norm = torch.nn.utils.clip_grad_norm_(params, c.max_grad_norm)
+        else:
+            rows, tokens = loss_rows(trajectories, targets)
+            total_tokens, total_rows = all_reduce_sum(acc, [tokens, len(rows)])
+            denominator = total_tokens if c.aggregation == "token-mean" else total_rows
+            with acc.no_sync(self.wrapped):
+                local = policy_gradient_step(self.model, trajectories, targets, denominator=denominator, backward=acc.backward, **kwargs)
+            sum_gradients(acc, params)
+            stats = _global_stats(acc, local, total_tokens)
+            grad_norm = acc.clip_grad_norm_(params, c.max_grad_norm)
+        optimizer.step()
+        scheduler.step()
+        return stats, grad_norm
 
     def _ranker_step(self, trajectories) -> dict[str, float]:
         """COSEARCH: score, cluster and GRPO-update the ranker on this step's ranker calls."""
@@ -307,11 +378,24 @@ class Trainer:
         optimizer = torch.optim.AdamW([p for p in self.model.parameters() if p.requires_grad], lr=c.cold_start_lr, weight_decay=0.0)
         rng = np.random.default_rng([c.seed, 7])
         losses = []
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        acc = self.accelerator
         for _ in range(c.cold_start_steps):
-            batch = [oracle_example(self.env, self.tokenizer, int(i)) for i in rng.choice(self.num_questions, c.cold_start_batch, replace=False)]
+            chosen = [int(i) for i in rng.choice(self.num_questions, c.cold_start_batch, replace=False)]
             optimizer.zero_grad(set_to_none=True)
-            losses.append(sft_step(self.model, batch, pad_id=self.tokenizer.pad_token_id, micro_batch=c.micro_batch))
-            torch.nn.utils.clip_grad_norm_([p for p in self.model.parameters() if p.requires_grad], c.max_grad_norm)
+            if acc is None:
+                batch = [oracle_example(self.env, self.tokenizer, i) for i in chosen]
+                losses.append(sft_step(self.model, batch, pad_id=self.tokenizer.pad_token_id, micro_batch=c.micro_batch))
+                torch.nn.utils.clip_grad_norm_(params, c.max_grad_norm)
+            else:
+                batch = [oracle_example(self.env, self.tokenizer, i) for i in shard(chosen, self.rank, self.world)]
+                (total,) = all_reduce_sum(acc, [sum(sum(e.loss_mask) for e in batch)])
+                with acc.no_sync(self.wrapped):
+                    local = sft_step(self.model, batch, pad_id=self.tokenizer.pad_token_id, micro_batch=c.micro_batch,
+                                     total=int(total), backward=acc.backward)
+                sum_gradients(acc, params)
+                losses.append(all_reduce_sum(acc, [local])[0])
+                acc.clip_grad_norm_(params, c.max_grad_norm)
             optimizer.step()
         self.policy.mark_updated()
         self.sync_weights()
@@ -342,6 +426,7 @@ class Trainer:
             self.cold_start()
         history = []
         steps = range(self.step, self.config.steps)
+        progress = progress and self.is_main
         if progress:
             from tqdm import tqdm
 
@@ -356,7 +441,12 @@ class Trainer:
 
     # -- state ----------------------------------------------------------------------------------------------
 
-    def save(self) -> Path:
+    def save(self) -> Path | None:
+        """Write a checkpoint (rank 0 only: the ranks hold the same weights; others return None)."""
+        if self.accelerator is not None:
+            self.accelerator.wait_for_everyone()
+        if not self.is_main:
+            return None
         state = {"position": self.position, "config": _jsonable_config(self.config), "versions": {"policy": self.policy.weight_version}}
         return save_checkpoint(self.out / "checkpoints", self.step, self.models, self.optimizers, state)
 
@@ -391,6 +481,8 @@ class Trainer:
             os.replace(tmp, path)
 
     def _log(self, metrics: dict[str, float]) -> None:
+        if not self.is_main:
+            return
         with open(self.out / "metrics.jsonl", "a") as f:
             f.write(json.dumps(metrics) + "\n")
         if self.config.tensorboard:
@@ -408,6 +500,8 @@ class Trainer:
             self.rollout_policy.close()
         if self._tb is not None:
             self._tb.close()
+        if self.accelerator is not None:
+            self.accelerator.end_training()
 
 
 def _rollout_metrics(trajectories, targets: LearnerBatch) -> dict[str, float]:
@@ -423,6 +517,17 @@ def _rollout_metrics(trajectories, targets: LearnerBatch) -> dict[str, float]:
         "rollout/sampled_tokens": float(sum(t.num_sampled_tokens for t in trajectories)),
         "rollout/included": float(sum(targets.include)),
     }
+
+
+def _global_stats(accelerator, local: UpdateStats, total_tokens: float) -> UpdateStats:
+    """The step's update stats over every rank from one rank's share (see `policy_gradient_step`)."""
+    t = local.loss_tokens
+    loss, kl, has_kl, high, low, ratio = all_reduce_sum(accelerator, [
+        local.loss, local.kl or 0.0, float(local.kl is not None), local.clip_frac_high * t, local.clip_frac_low * t, local.ratio_mean * t])
+    if not total_tokens:
+        return UpdateStats(0.0, None, 0.0, 0.0, 1.0, 0)
+    return UpdateStats(loss=loss, kl=kl if has_kl else None, clip_frac_high=high / total_tokens, clip_frac_low=low / total_tokens,
+                       ratio_mean=ratio / total_tokens, loss_tokens=int(total_tokens))
 
 
 def _seed_everything(seed: int) -> None:

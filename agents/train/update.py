@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -19,6 +19,13 @@ def pad_batch(rows: Sequence[Sequence[float] | Sequence[int] | torch.Tensor], pa
     for i, r in enumerate(rows):
         out[i, : len(r)] = torch.as_tensor(r, dtype=dtype)
     return out
+
+
+def loss_rows(trajectories: Sequence, targets: LearnerBatch) -> tuple[list[int], int]:
+    """(rows, tokens): the trajectories that enter the loss (included, with at least one policy token) and
+    their policy tokens. The aggregation's denominator is `tokens` (token-mean) or `len(rows)`."""
+    rows = [i for i, keep in enumerate(targets.include) if keep and sum(trajectories[i].loss_mask) > 0]
+    return rows, sum(sum(trajectories[i].loss_mask) for i in rows)
 
 
 @dataclass
@@ -45,18 +52,25 @@ def policy_gradient_step(
     reference: torch.nn.Module | None = None,
     norm_length: int | None = None,
     temperature: float = 1.0,
+    denominator: float | None = None,
+    backward: Callable[[torch.Tensor], None] | None = None,
 ) -> UpdateStats:
     """Accumulate the clipped-loss gradient of every included trajectory into `model`'s `.grad`.
 
     The sampler's logprobs are the old policy (one update per batch of fresh rollouts, as GRPO does), the
     loss mask is the rollout's explicit one, and the denominator of the aggregation is the whole step's,
     so micro-batching gives the same gradient as one big batch. Does not step the optimizer.
+
+    Data parallel: `denominator` is the whole step's over every rank (see `loss_rows`), so the sum of the
+    ranks' gradients is the single-process one; `backward` replaces `loss.backward()` (e.g. an
+    `Accelerator`'s). The stats are then this rank's share: `loss` and `kl` sum over ranks, the clip
+    fractions and the mean ratio are means over `loss_tokens`.
     """
-    rows = [i for i, keep in enumerate(targets.include) if keep and sum(trajectories[i].loss_mask) > 0]
+    rows, total_tokens = loss_rows(trajectories, targets)
     if not rows:
         return UpdateStats(0.0, None, 0.0, 0.0, 1.0, 0)
-    total_tokens = sum(sum(trajectories[i].loss_mask) for i in rows)
-    denominator = total_tokens if aggregation == "token-mean" else len(rows)
+    if denominator is None:
+        denominator = total_tokens if aggregation == "token-mean" else len(rows)
     device = next(model.parameters()).device
     sums = {"loss": 0.0, "kl": 0.0, "high": 0.0, "low": 0.0, "ratio": 0.0}
     for start in range(0, len(rows), micro_batch):
@@ -76,7 +90,10 @@ def policy_gradient_step(
             new, old, advantages, mask, eps_low=eps_low, eps_high=eps_high, aggregation=aggregation,
             ref_logprobs=ref, kl_coef=kl_coef, denominator=denominator, norm_length=norm_length,
         )
-        out.loss.backward()
+        if backward is None:
+            out.loss.backward()
+        else:
+            backward(out.loss)
         tokens = float(mask.sum())
         sums["loss"] += float(out.loss.detach())
         sums["kl"] += float(out.kl) if out.kl is not None else 0.0
