@@ -242,7 +242,7 @@ class Trainer:
             return {}
         from searchgym.rankers.llm import LLMRanker, LLMRankerConfig
 
-        return {"ranker": LLMRanker(self.ranker_backend, LLMRankerConfig(max_doc_chars=160, max_tokens=96, temperature=1.0)), "candidates": 5}
+        return {"ranker": LLMRanker(self.ranker_backend, LLMRankerConfig(max_doc_chars=160, max_tokens=48, temperature=1.0)), "candidates": 5}
 
     # -- the loop -----------------------------------------------------------------------------------------
 
