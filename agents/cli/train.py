@@ -29,5 +29,6 @@ def run(args: argparse.Namespace) -> int:
         trainer.close()
     result = {"learner": config.learner, "steps": trainer.step, "last": history[-1] if history else None,
               "eval_before": before, "eval_after": after, "out_dir": config.out_dir}
-    print(json.dumps(result, indent=2))
+    if trainer.is_main:  # one report per run, not one per data-parallel process
+        print(json.dumps(result, indent=2))
     return 0
