@@ -4,7 +4,8 @@ Two `SearchQAEnv`s over one synthetic world (BM25 over `--passages` passages, 50
 replay the same oracle trajectories (searches, then an answer); only the time spent in `step` is counted.
 The two envs take turns episode by episode, the replay is repeated `--repeats` times, and each episode
 counts with its fastest repeat (other processes only ever add time), so machine noise hits both alike.
-Printed twice: with cold normalization caches (every shown document is new) and warm ones (every shown
+Printed twice: with cold caches (every shown document is new: `searchgym.entities.clear_caches` forgets
+normalizations, prepared gold phrases and remembered document matches) and warm ones (every shown
 document was seen before). Target: ratio <= 1.2.
 
     python -m benchmarks.judge_overhead [--passages 100000] [--questions 200] [--repeats 5]
@@ -33,7 +34,7 @@ def _episode(env: SearchQAEnv, index: int, turns: list[str]) -> float:
 
 def _replay(envs: dict[str, SearchQAEnv], episodes: list[list[str]], *, cold: bool) -> dict[str, list[float]]:
     """Seconds in `step` per env and episode; the envs take turns episode by episode (in alternating
-    order), so a burst of machine load lands on both alike. `cold`: forget cached normalizations first."""
+    order), so a burst of machine load lands on both alike. `cold`: forget cached normalizations and document matches first."""
     times: dict[str, list[float]] = {name: [] for name in envs}
     names = list(envs)
     if cold:
@@ -54,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     world = SyntheticWorld.generate(WorldConfig.for_passages(args.passages, seed=0))
     records = world.questions(QuestionConfig(hops=(1, 2, 3), num_questions=args.questions, seed=0))
     episodes = [world.oracle_trajectory(r) for r in records]
-    common = dict(top_k=3, candidates=50, max_turns=5, cache_dir=False)
+    common = {"top_k": 3, "candidates": 50, "max_turns": 5, "cache_dir": False}
     plain = SearchQAEnv(records, world.corpus, judge=None, match_entities=False, **common)
     credit = SearchQAEnv(records, world.corpus, judge="gold", match_entities=True, **common)
     envs = {"plain": plain, "credit": credit}
