@@ -1,4 +1,4 @@
-"""The main job (for now): evaluate scripted baseline agents on `SearchQA-Synthetic-v0`.
+"""Scripted baseline agents evaluated on `SearchQA-Synthetic-v0` (seconds; the main job is `benchmarks.learners`).
 
 Three agents bracket what a learned policy should reach:
 
