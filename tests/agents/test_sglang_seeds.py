@@ -9,25 +9,14 @@ from __future__ import annotations
 
 import pytest
 
-from agents.models import TinyModelConfig, build_tiny_model
 from agents.policies import FanOutPolicy, SamplingParams
 from agents.policies.fanout import FanOutPolicy as FanOutFromModule
-from agents.policies.hf import HFPolicy, HFPolicyConfig
-from agents.policies.http import HTTPConfig
-from agents.policies.sglang import SGLangPolicy, SGLangPolicyConfig, sample_seed
+from agents.policies.sglang import sample_seed
 from searchgym.errors import ConfigError
+from tests.agents import test_sglang_client
 from tests.agents.fake_sglang import FakeSGLang
 
-FAST = HTTPConfig(timeout_s=10.0, connect_timeout_s=1.0, retries=2, backoff_s=0.05)
-
-
-@pytest.fixture
-def served():
-    model, tok = build_tiny_model(TinyModelConfig(seed=0))
-    with FakeSGLang(HFPolicy(model, tok, config=HFPolicyConfig(seed=0))) as fake:
-        policy = SGLangPolicy(SGLangPolicyConfig(url=fake.url, http=FAST), tokenizer=tok)
-        yield fake, policy, tok
-        policy.close()
+served = test_sglang_client.served  # (fake server, client policy, backing model, tokenizer) over loopback
 
 
 def generate_bodies(fake: FakeSGLang) -> list[dict]:
@@ -44,7 +33,7 @@ def test_sample_seeds_differ_per_sample_and_fit_31_bits():
 
 
 def test_a_seeded_group_sends_one_request_per_sample_with_its_own_seed(served):
-    fake, policy, tok = served
+    fake, policy, _, tok = served
     prompts = [tok.encode("Who discovered radioactivity?", add_special_tokens=False), tok.encode("x", add_special_tokens=False)]
     params = SamplingParams(n=4, temperature=1.0, max_new_tokens=8, stop_token_ids=(), seed=99)
     outs = policy.generate(prompts, params)
@@ -64,7 +53,7 @@ def test_a_seeded_group_sends_one_request_per_sample_with_its_own_seed(served):
 
 
 def test_sample_j_of_a_seeded_group_is_the_single_sample_with_its_seed(served):
-    _, policy, tok = served
+    _, policy, _, tok = served
     prompt = tok.encode("Who discovered radioactivity?", add_special_tokens=False)
     group = policy.generate([prompt], SamplingParams(n=3, max_new_tokens=6, stop_token_ids=(), seed=5))[0]
     for j, c in enumerate(group):
@@ -73,7 +62,7 @@ def test_sample_j_of_a_seeded_group_is_the_single_sample_with_its_seed(served):
 
 
 def test_equal_prompts_of_one_seeded_call_get_different_seeds(served):
-    fake, policy, tok = served
+    fake, policy, _, tok = served
     prompt = tok.encode("x", add_special_tokens=False)
     outs = policy.generate([prompt, prompt], SamplingParams(n=1, max_new_tokens=6, stop_token_ids=(), seed=3))
     seeds = [b["sampling_params"]["sampling_seed"] for b in generate_bodies(fake)]
@@ -82,14 +71,14 @@ def test_equal_prompts_of_one_seeded_call_get_different_seeds(served):
 
 
 def test_unseeded_groups_keep_one_request_with_n(served):
-    fake, policy, tok = served
+    fake, policy, _, tok = served
     policy.generate([tok.encode("x", add_special_tokens=False)], SamplingParams(n=3, max_new_tokens=4, stop_token_ids=()))
     bodies = generate_bodies(fake)
     assert len(bodies) == 1 and bodies[0]["sampling_params"]["n"] == 3 and "sampling_seed" not in bodies[0]["sampling_params"]
 
 
 def test_a_seeded_single_request_with_n_above_one_is_refused(served):
-    _, policy, _ = served
+    _, policy, _, _ = served
     with pytest.raises(ConfigError, match="own sampling_seed"):
         policy.request_payload([1, 2, 3], SamplingParams(n=2, seed=1), 4)
     assert policy.request_payload([1, 2, 3], SamplingParams(n=1, seed=1), 4)["sampling_params"]["sampling_seed"] == 1
