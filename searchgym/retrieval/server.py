@@ -61,6 +61,9 @@ class ServerConfig:
     """Most queries in one request."""
     max_query_chars: int = 8192
     """Longest query accepted, in characters."""
+    max_results: int = 100_000
+    """Most documents in one response (queries x topk): bounds the answer's size as the other caps bound
+    the request's."""
     max_body_bytes: int = 8 * 2**20
     """Largest request body accepted."""
     max_batch_queries: int = 512
@@ -80,6 +83,7 @@ class ServerConfig:
             "max_topk",
             "max_queries",
             "max_query_chars",
+            "max_results",
             "max_body_bytes",
             "max_batch_queries",
         ):
@@ -129,6 +133,11 @@ def parse_retrieve_request(payload: Any, config: ServerConfig) -> RetrieveReques
         raise RequestRejected(422, f"'topk' must be a non-negative integer, got {topk!r}")
     if topk > config.max_topk:
         raise RequestRejected(413, f"topk={topk}; this server returns at most {config.max_topk} documents per query")
+    if len(queries) * topk > config.max_results:
+        raise RequestRejected(
+            413, f"{len(queries)} queries x topk={topk} = {len(queries) * topk} documents; this server returns at most "
+            f"{config.max_results} per response: split the queries over several requests"
+        )
     return_scores = payload.get("return_scores", False)
     if not isinstance(return_scores, bool):
         raise RequestRejected(422, f"'return_scores' must be true or false, got {return_scores!r}")

@@ -85,13 +85,17 @@ def test_http_retriever_splits_large_batches(bm25):
 
 
 def test_requests_over_the_caps_are_refused(bm25):
-    config = ServerConfig(port=0, max_queries=4, max_query_chars=50, max_topk=5, max_body_bytes=2000)
+    config = ServerConfig(port=0, max_queries=4, max_query_chars=50, max_topk=5, max_results=12, max_body_bytes=2000)
     with BackgroundServer(bm25, config) as server:
 
         def post(**kw):
             return requests.post(server.url, timeout=10, **kw)
 
         assert post(json={"queries": ["a"] * 5}).status_code == 413
+        # 4 queries x topk 3 = 12 documents is the response cap; 4 x 4 = 16 is over it.
+        assert post(json={"queries": ["Rome"] * 4, "topk": 3}).status_code == 200
+        over = post(json={"queries": ["Rome"] * 4, "topk": 4})
+        assert over.status_code == 413 and "16 documents" in over.text
         assert post(json={"queries": ["a" * 51]}).status_code == 413
         assert post(json={"queries": ["a"], "topk": 6}).status_code == 413
         assert post(data=json.dumps({"queries": ["a"], "pad": "x" * 3000})).status_code == 413
