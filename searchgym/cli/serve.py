@@ -16,6 +16,10 @@ import logging
 
 from searchgym.errors import ConfigError
 
+SERVER_FLAGS = ("host", "port", "default_topk", "max_topk", "max_queries", "max_query_chars", "max_results", "max_body_bytes",
+                "max_batch_queries", "batch_wait_ms")
+"""The `ServerConfig` fields that are command-line flags (`default_topk` is `--topk`)."""
+
 logger = logging.getLogger(__name__)
 
 
@@ -45,18 +49,7 @@ def add_parser(subparsers) -> None:
         default=None,
         help="CPU threads for the query encoder and FAISS (default: all cores); 1 is often fastest for one-query requests on a busy machine",
     )
-    for name in (
-        "host",
-        "port",
-        "default_topk",
-        "max_topk",
-        "max_queries",
-        "max_query_chars",
-        "max_results",
-        "max_body_bytes",
-        "max_batch_queries",
-        "batch_wait_ms",
-    ):
+    for name in SERVER_FLAGS:
         flag = "--topk" if name == "default_topk" else f"--{name.replace('_', '-')}"
         default = getattr(d, name)
         p.add_argument(flag, dest=name, type=type(default), default=default, help=field_doc(ServerConfig, name))
@@ -88,18 +81,7 @@ def build_retriever(kind: str | None, corpus_path: str | None, index_dir: str | 
 def _serve(args: argparse.Namespace) -> int:
     from searchgym.retrieval.server import ServerConfig, serve
 
-    config = ServerConfig(
-        host=args.host,
-        port=args.port,
-        default_topk=args.default_topk,
-        max_topk=args.max_topk,
-        max_queries=args.max_queries,
-        max_query_chars=args.max_query_chars,
-        max_results=args.max_results,
-        max_body_bytes=args.max_body_bytes,
-        max_batch_queries=args.max_batch_queries,
-        batch_wait_ms=args.batch_wait_ms,
-    )
+    config = ServerConfig(**{name: getattr(args, name) for name in SERVER_FLAGS})
     if args.threads is not None:
         set_threads(args.threads)
     retriever = build_retriever(args.retriever, args.corpus, args.index, args.cache_dir)
