@@ -40,6 +40,17 @@ def check_token_exact(t: Trajectory, tokenizer, prompt_text: str | None = None) 
         assert t.segments[0].text == prompt_text
 
 
+def check_sampler_logprobs(trajectories: list[Trajectory], model, pad_id: int, *, atol: float, temperature: float = 1.0) -> torch.Tensor:
+    """A teacher-forced forward pass of `model` reproduces the sampler's logprob of every sampled token
+    within `atol`; returns the batch's loss mask (True on sampled tokens)."""
+    batch = collate(trajectories, pad_id)
+    with torch.no_grad():
+        rescored = token_logprobs(model, batch.input_ids, batch.attention_mask, temperature=temperature)
+    sampled = batch.loss_mask.bool()
+    assert torch.allclose(rescored[sampled], batch.old_logprobs[sampled], atol=atol)
+    return sampled
+
+
 def test_tiny_model_rollouts_are_token_exact(tiny, tiny_policy, make_env):
     model, tok = tiny
     config = RolloutConfig(group_size=3, temperature=0.9, top_p=0.95, max_turn_tokens=16, max_response_tokens=400, seed=11)
@@ -56,12 +67,8 @@ def test_tiny_model_rollouts_are_token_exact(tiny, tiny_policy, make_env):
     assert any(t.num_turns > 1 for t in trajectories)
     assert any(s.kind == "observation" for t in trajectories for s in t.segments)
 
-    batch = collate(trajectories, tok.pad_token_id)
-    with torch.no_grad():
-        rescored = token_logprobs(model, batch.input_ids, batch.attention_mask, temperature=config.temperature)
-    sampled = batch.loss_mask.bool()
+    sampled = check_sampler_logprobs(trajectories, model, tok.pad_token_id, atol=TOL, temperature=config.temperature)
     assert sampled.sum() == sum(t.num_sampled_tokens for t in trajectories) > 0
-    assert torch.allclose(rescored[sampled], batch.old_logprobs[sampled], atol=TOL)
     # The samples of a group share the prompt but not (in general) what they wrote.
     assert len({tuple(t.token_ids) for t in trajectories[:3]}) > 1
     assert len({tuple(t.token_ids[: t.prompt_length]) for t in trajectories[:3]}) == 1
@@ -113,8 +120,4 @@ def test_smollm2_rollout_is_token_exact(make_env):
     trajectories = RolloutEngine(policy, make_env(max_turns=2), config).rollout([{"options": {"index": 1}}])
     for t in trajectories:
         check_token_exact(t, policy.tokenizer)
-    batch = collate(trajectories, policy.tokenizer.pad_token_id)
-    with torch.no_grad():
-        rescored = token_logprobs(policy.model, batch.input_ids, batch.attention_mask)
-    sampled = batch.loss_mask.bool()
-    assert torch.allclose(rescored[sampled], batch.old_logprobs[sampled], atol=1e-3)
+    check_sampler_logprobs(trajectories, policy.model, policy.tokenizer.pad_token_id, atol=1e-3)

@@ -21,11 +21,10 @@ from agents.policies.http import HTTPConfig
 from agents.policies.sglang import SGLangPolicy, SGLangPolicyConfig
 from agents.policies.sglang_server import SGLangServer, SGLangServerConfig
 from agents.rollout import RolloutConfig, RolloutEngine
-from agents.rollout.batch import collate, token_logprobs
 from searchgym.errors import BackendError, BackendTimeout, ConfigError
 from tests.agents.fake_sglang import FakeSGLang
 from tests.agents.test_hf_policy import rescored
-from tests.agents.test_rollout_exact import check_token_exact
+from tests.agents.test_rollout_exact import check_sampler_logprobs, check_token_exact
 
 ROOT = Path(__file__).resolve().parents[2]
 FAST = HTTPConfig(timeout_s=10.0, connect_timeout_s=1.0, retries=2, backoff_s=0.05)
@@ -68,11 +67,7 @@ def test_rollouts_through_the_server_are_token_exact(served, make_env):
     trajectories = RolloutEngine(policy, make_env(max_turns=2), config).rollout([{"options": {"index": 1}}])
     for t in trajectories:
         check_token_exact(t, tok)
-    batch = collate(trajectories, tok.pad_token_id)
-    with torch.no_grad():
-        lp = token_logprobs(model, batch.input_ids, batch.attention_mask)
-    sampled = batch.loss_mask.bool()
-    assert torch.allclose(lp[sampled], batch.old_logprobs[sampled], atol=1e-4)
+    check_sampler_logprobs(trajectories, model, tok.pad_token_id, atol=1e-4)
     assert fake.calls[0][2]["sampling_params"]["n"] == 2  # the group's first turn is one request with n=G
 
 

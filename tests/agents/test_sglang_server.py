@@ -18,9 +18,8 @@ from agents.policies.http import HTTPConfig
 from agents.policies.sglang import SGLangPolicy, SGLangPolicyConfig
 from agents.policies.sglang_server import SGLangServer, SGLangServerConfig
 from agents.rollout import RolloutConfig, RolloutEngine
-from agents.rollout.batch import collate, token_logprobs
 from tests.agents.test_hf_policy import rescored
-from tests.agents.test_rollout_exact import check_token_exact
+from tests.agents.test_rollout_exact import check_sampler_logprobs, check_token_exact
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 
@@ -73,11 +72,7 @@ def test_server_rollouts_are_token_exact(server, make_env):
     trajectories = RolloutEngine(policy, make_env(max_turns=2), RolloutConfig(group_size=2, max_turn_tokens=10, max_response_tokens=300)).rollout(1)
     for t in trajectories:
         check_token_exact(t, tok)
-    batch = collate(trajectories, tok.pad_token_id)
-    with torch.no_grad():
-        lp = token_logprobs(model, batch.input_ids, batch.attention_mask)
-    sampled = batch.loss_mask.bool()
-    assert torch.allclose(lp[sampled], batch.old_logprobs[sampled], atol=TOL)
+    check_sampler_logprobs(trajectories, model, tok.pad_token_id, atol=TOL)
 
 
 def test_server_weight_update_changes_logprobs_as_predicted(server):
