@@ -33,12 +33,14 @@ from searchgym.info import EntityMatches
 __all__ = [
     "EntityMatcher",
     "PhraseSet",
+    "cache_generation",
     "clear_caches",
     "contains_phrase",
     "entities_in",
     "match_rate",
     "normalize_entity",
     "padded",
+    "prepare_gold",
     "relative_rates",
 ]
 
@@ -75,17 +77,31 @@ def padded(text: str) -> str:
 
 
 _DOCUMENTS_REMEMBERED = 512
+_TEXTS_REMEMBERED = 8
 _PHRASE_SETS: weakref.WeakSet[PhraseSet] = weakref.WeakSet()
 """Every live `PhraseSet`, so that `clear_caches` reaches the documents each remembers."""
 
 
+_generation = 0
+"""How many times `clear_caches` ran: objects built from `prepare_gold` compare it to know theirs is stale."""
+
+
+def cache_generation() -> int:
+    """A number that changes whenever `clear_caches` runs (see `GoldJudge`, which keeps `prepare_gold`'s
+    phrase sets: after a clear, the entity matcher gets new ones, and the judge must use the same)."""
+    return _generation
+
+
 def clear_caches() -> None:
     """Forget every cached normalization and remembered document match (for memory, or to time cold runs)."""
+    global _generation
+    _generation += 1
     normalize_entity.cache_clear()
     padded.cache_clear()
-    _prepared.cache_clear()
+    prepare_gold.cache_clear()
     for phrases in list(_PHRASE_SETS):
         phrases._documents.clear()
+        phrases._texts.clear()
 
 
 def contains_phrase(normalized_text: str, normalized_phrase: str) -> bool:
@@ -123,7 +139,10 @@ def _ascii_words(phrase: str) -> tuple[str, ...] | None:
     """The words of a normalized phrase, or None when it can never occur in a normalized ASCII text (a
     character other than a-z and 0-9 in a word, an article, a stray space)."""
     words = phrase.split(" ")
-    if all(w.isascii() and w.isalnum() and w == w.lower() and w not in _ARTICLES for w in words):
+    # Each word non-empty, ASCII letters and digits only, lower case, no article: checked on the whole
+    # phrase at once (this runs for every name of every question prepared).
+    if (phrase.isascii() and phrase == phrase.lower() and "" not in words and "".join(words).isalnum()
+            and _ARTICLES.isdisjoint(words)):
         return tuple(words)
     return None
 
@@ -171,23 +190,34 @@ class PhraseSet:
             if (words := _ascii_words(p)) is not None
         )
         self._documents: dict[tuple[str, str], tuple[int, ...]] = {}
+        self._texts: dict[str, tuple[int, ...]] = {}
         _PHRASE_SETS.add(self)
 
     def __len__(self) -> int:
         return len(self.phrases)
 
     def find(self, text: str) -> list[int]:
-        """Indices of the phrases that occur in `text` (raw, not normalized), in phrase order."""
+        """Indices of the phrases that occur in `text` (raw, not normalized), in phrase order.
+
+        The last few texts are remembered: within one step the entity matcher and `GoldJudge` look for
+        one question's names in the same thinking text and query.
+        """
         if not self.phrases or not text:
             return []
-        return self._scan(text)
+        found = self._texts.get(text)
+        if found is None:
+            found = tuple(self._scan(text))
+            if len(self._texts) >= _TEXTS_REMEMBERED:
+                self._texts.clear()
+            self._texts[text] = found
+        return list(found)
 
     def find_document(self, title: str, text: str) -> list[int]:
         """`find(f"{title} {text}")`: a document as it is shown, title then body.
 
         Remembered per phrase set, by the title and text objects (whose hashes Python keeps): the
         rollouts of one question show its documents again and again, and a question's phrase sets are
-        kept while it is asked (`_prepared`, `GoldJudge`). At most `_DOCUMENTS_REMEMBERED` per set.
+        kept while it is asked (`prepare_gold`, `GoldJudge`). At most `_DOCUMENTS_REMEMBERED` per set.
         """
         if not self.phrases:
             return []
@@ -231,14 +261,24 @@ def relative_rates(rates: Sequence[float]) -> list[float]:
 
 
 @lru_cache(maxsize=4096)
-def _prepared(gold: tuple[str, ...]) -> tuple[tuple[str, ...], PhraseSet]:
-    """The distinct gold names and their phrases: built once per question, not at every `reset`."""
-    distinct = _distinct(gold)
-    return tuple(name for name, _ in distinct), PhraseSet(norm for _, norm in distinct)
+def prepare_gold(gold: tuple[str, ...], also: tuple[str, ...] = ()) -> tuple[tuple[str, ...], PhraseSet, int]:
+    """The distinct names of `gold` then `also` (first spelling of each normalized form, empty ones
+    dropped), the `PhraseSet` of their normalized forms in the same order, and how many of them come
+    from `gold` (those come first; a name of `also` that normalizes like a gold one is that one).
+
+    Built once per question, not at every `reset`. A judge that looks for more names than the gold
+    entities (`GoldJudge`: titles and answers too) shares one `PhraseSet` with the entity matcher, so
+    that each text and shown document of a step is scanned once for both."""
+    distinct = _distinct((*gold, *also))
+    m = len(_distinct(gold))
+    return tuple(name for name, _ in distinct), PhraseSet(norm for _, norm in distinct), m
 
 
 class EntityMatcher:
     """Tracks one episode's gold-entity matches, turn by turn.
+
+    `also`: further names to look for in the same scans (they never count as gold entities); see
+    `prepare_gold`.
 
     >>> m = EntityMatcher(["Rome", "Tiber"])
     >>> m.update("The capital of Italy is Rome.", "Tiber river", ["The Tiber flows through Rome."])["new_in_thinking"]
@@ -247,9 +287,11 @@ class EntityMatcher:
     1.0
     """
 
-    def __init__(self, gold: Sequence[str]):
-        names, self._phrases = _prepared(tuple(gold))
-        self.gold: list[str] = list(names)
+    def __init__(self, gold: Sequence[str], *, also: Sequence[str] = ()):
+        names, self._phrases, m = prepare_gold(tuple(gold), tuple(also))
+        self.gold: list[str] = list(names[:m])
+        self._all = m == len(names)
+        """Whether every phrase is a gold entity (nothing to filter out of the scans)."""
         self._matched: set[str] = set()
         self.matched: list[str] = []
         """Gold entities matched in the thinking so far, in the order they were first matched."""
@@ -264,9 +306,10 @@ class EntityMatcher:
         # Loops rather than comprehensions: this runs at every step, and in Python 3.11 each comprehension
         # is a function call of its own.
         phrases, gold, matched = self._phrases, self.gold, self._matched
+        m = len(gold)
         new = []
         for i in phrases.find(thinking):
-            if gold[i] not in matched:
+            if i < m and gold[i] not in matched:
                 new.append(gold[i])
         if new:
             matched.update(new)
@@ -278,11 +321,17 @@ class EntityMatcher:
             "gold": gold.copy(),
             "matched_thinking": self.matched.copy(),
             "new_in_thinking": new,
-            "in_query": _pick(gold, phrases.find(query)) if query else [],
-            "in_docs": _pick(gold, sorted(in_docs)),
+            "in_query": _pick(gold, phrases.find(query), self._all) if query else [],
+            "in_docs": _pick(gold, sorted(in_docs), self._all),
             "rate": len(self.matched) / len(gold) if gold else 0.0,
         }
 
 
-def _pick(names: list[str], indices: list[int]) -> list[str]:
-    return [names[i] for i in indices] if indices else []
+def _pick(names: list[str], indices: list[int], every: bool = True) -> list[str]:
+    """`names` at `indices`; unless `every` index is a name's, those past the names are skipped."""
+    if not indices:
+        return []
+    if every:
+        return [names[i] for i in indices]
+    m = len(names)
+    return [names[i] for i in indices if i < m]

@@ -4,7 +4,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from searchgym.entities import EntityMatcher, contains_phrase, entities_in, match_rate, normalize_entity, relative_rates
+from searchgym.entities import (
+    EntityMatcher,
+    cache_generation,
+    clear_caches,
+    contains_phrase,
+    entities_in,
+    match_rate,
+    normalize_entity,
+    prepare_gold,
+    relative_rates,
+)
 
 
 @pytest.mark.parametrize(
@@ -152,3 +162,34 @@ def test_documents_are_searched_as_title_then_text():
     assert ps.find_document(doc.title, doc.text) == ps.find("New York City is large.") == [0, 1]
     m = EntityMatcher(["New York", "Boston"])
     assert m.update("", "q", [doc])["in_docs"] == m.update("", "q", ["New York City is large."])["in_docs"] == ["New York"]
+
+
+def test_matcher_scans_for_extra_names_without_counting_them():
+    # `also` names (a judge's titles and answers) share the matcher's scans but are never gold entities.
+    m = EntityMatcher(["Rome", "Tiber"], also=["Italy", "rome", "The"])
+    assert m.gold == ["Rome", "Tiber"]
+    out = m.update("Italy's capital is Rome.", "Italy Tiber", ["Italy: Rome sits on the Tiber."])
+    assert out["new_in_thinking"] == ["Rome"] and out["rate"] == 0.5
+    assert out["in_query"] == ["Tiber"] and out["in_docs"] == ["Rome", "Tiber"]
+    # The same episode without extra names gives the same matches.
+    plain = EntityMatcher(["Rome", "Tiber"]).update("Italy's capital is Rome.", "Italy Tiber", ["Italy: Rome sits on the Tiber."])
+    assert plain == out
+
+
+def test_prepared_names_put_gold_first_and_merge_equal_spellings():
+    names, phrases, m = prepare_gold(("Rome", "Tiber"), ("the Tiber", "Lazio", "", "Rome"))
+    assert names == ("Rome", "Tiber", "Lazio") and phrases.phrases == ("rome", "tiber", "lazio") and m == 2
+    assert prepare_gold(("Rome", "Tiber"), ("Lazio",))[1] is prepare_gold(("Rome", "Tiber"), ("Lazio",))[1]
+
+
+def test_phrase_set_remembers_texts_until_caches_are_cleared():
+    _, phrases, _ = prepare_gold(("Rome",), ())
+    text = "Rome, again."
+    assert phrases.find(text) == [0]
+    assert phrases._texts == {text: (0,)}
+    found = phrases.find(text)
+    found.append(5)  # callers get their own list: the remembered result is not changed
+    assert phrases.find(text) == [0]
+    generation = cache_generation()
+    clear_caches()
+    assert phrases._texts == {} and cache_generation() == generation + 1

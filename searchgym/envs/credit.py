@@ -44,7 +44,10 @@ class EpisodeCredit:
         self.judge = judge
         self.deferred = deferred
         self.gold_docs_searchable = gold_docs_searchable
-        self.matcher = EntityMatcher(record.gold_entities) if match_entities and record.gold_entities else None
+        # A judge that looks for names in the same texts (GoldJudge: titles, answers) shares the scans.
+        names_for = getattr(judge, "names_for", None)
+        also = names_for(record) if callable(names_for) else ()
+        self.matcher = EntityMatcher(record.gold_entities, also=also) if match_entities and record.gold_entities else None
         if self.matcher is not None and not self.matcher.gold:
             self.matcher = None  # every gold entity normalizes to nothing: there is nothing to match
         self.rounds: list[SearchRound] = []

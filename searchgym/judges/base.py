@@ -79,7 +79,12 @@ class Verdict:
 
 @runtime_checkable
 class Judge(Protocol):
-    """Labels search rounds with retrieval utility and reasoning correctness."""
+    """Labels search rounds with retrieval utility and reasoning correctness.
+
+    Optional: a judge that looks for names in the round's texts may define `names_for(record)`, the
+    names besides the gold entities it looks for; the env's entity matcher then scans each text and
+    shown document once for both (`GoldJudge` does; see `searchgym.entities.prepare_gold`).
+    """
 
     name: str
     """Short name recorded in every `TurnLabels` (`gold`, `llm`)."""

@@ -48,7 +48,7 @@ from typing import Any, Literal
 
 from searchgym.corpus import Document
 from searchgym.data.records import QARecord
-from searchgym.entities import PhraseSet, normalize_entity, padded
+from searchgym.entities import PhraseSet, cache_generation, normalize_entity, padded, prepare_gold
 from searchgym.errors import ConfigError
 from searchgym.judges.base import JudgeRequest, SearchRound, Verdict
 
@@ -79,6 +79,12 @@ class GoldJudgeConfig:
             raise ConfigError(f"GoldJudgeConfig.min_question_overlap must be in [0, 1], got {self.min_question_overlap}")
 
 
+def _other_names(rec: QARecord) -> tuple[str, ...]:
+    """The names besides the gold entities that the judge looks for: gold titles and answers (yes/no
+    left out)."""
+    return (*rec.gold_titles, *(a for a in rec.answers if normalize_entity(a) not in _TRIVIAL_ANSWERS))
+
+
 def _content_words(normalized: str) -> list[str]:
     return [w for w in normalized.split() if w not in _STOPWORDS]
 
@@ -95,7 +101,8 @@ class _Gold:
     """Entities, then titles, then answers (yes/no left out), duplicates collapsed."""
     name_set: PhraseSet
     """`names`, to find in raw texts."""
-    answer_set: PhraseSet
+    answer_ids: frozenset[int]
+    """Indices into `names` of the answers (found with `name_set`, so documents are scanned once)."""
     in_question: frozenset[str]
     """Names that the question itself mentions."""
     asked: frozenset[str]
@@ -107,11 +114,14 @@ class _Gold:
     def of(cls, rec: QARecord) -> _Gold:
         titles = tuple(dict.fromkeys(t for t in map(normalize_entity, rec.gold_titles) if t))
         answers = tuple(dict.fromkeys(a for a in map(normalize_entity, rec.answers) if a and a not in _TRIVIAL_ANSWERS))
-        entities = tuple(dict.fromkeys(e for e in map(normalize_entity, rec.gold_entities) if e))
-        names = tuple(dict.fromkeys([*entities, *titles, *answers]))
-        name_set = PhraseSet(names)
+        # The entity matcher of the same episode asks for this very PhraseSet (`GoldJudge.names_for`),
+        # so each text and document is scanned once for both.
+        _, name_set, m = prepare_gold(tuple(rec.gold_entities), _other_names(rec))
+        names = name_set.phrases
+        entities = names[:m]
         in_question = frozenset(names[i] for i in name_set.find(rec.question))
-        return cls(frozenset(rec.gold_docs), titles, entities, names, name_set, PhraseSet(answers), in_question,
+        answer_ids = frozenset(names.index(a) for a in answers)
+        return cls(frozenset(rec.gold_docs), titles, entities, names, name_set, answer_ids, in_question,
                    frozenset(_content_words(normalize_entity(rec.question))),
                    _Seen(frozenset(), frozenset(), in_question, frozenset()))
 
@@ -153,9 +163,15 @@ class GoldJudge:
         self.config = config or GoldJudgeConfig()
         # Records seen lately, by identity (records hold dicts, so they are not hashable): an episode's
         # steps all ask about the same record.
-        self._prepared: OrderedDict[int, tuple[QARecord, _Gold]] = OrderedDict()
+        self._prepared: OrderedDict[int, tuple[QARecord, _Gold, int]] = OrderedDict()
         self._states: OrderedDict[tuple, tuple[QARecord, tuple[SearchRound, ...], _Seen]] = OrderedDict()
         self._lock = threading.Lock()
+
+    def names_for(self, record: QARecord) -> tuple[str, ...]:
+        """The names besides the gold entities that labelling `record` looks for. The env's entity
+        matcher looks for them in the same scans (they do not count as entities there): see
+        `searchgym.entities.prepare_gold`."""
+        return _other_names(record)
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "gold", "relevance": self.config.relevance, "min_question_overlap": self.config.min_question_overlap}
@@ -175,12 +191,14 @@ class GoldJudge:
 
     def _gold(self, rec: QARecord) -> _Gold:
         # Reads take no lock: one dict lookup is atomic, and the identity check catches a reused id.
+        # After `clear_caches` the entity matcher gets new phrase sets; the judge must share them.
+        generation = cache_generation()
         hit = self._prepared.get(id(rec))
-        if hit is not None and hit[0] is rec:
+        if hit is not None and hit[0] is rec and hit[2] == generation:
             return hit[1]
         gold = _Gold.of(rec)
         with self._lock:
-            self._prepared[id(rec)] = (rec, gold)
+            self._prepared[id(rec)] = (rec, gold, generation)
             if len(self._prepared) > 256:
                 self._prepared.popitem(last=False)
         return gold
@@ -193,7 +211,10 @@ class GoldJudge:
         if basis == "titles":
             t = normalize_entity(doc.title)
             return t if t in gold.titles else None
-        return "answer" if gold.answer_set.find_document(doc.title, doc.text) else None
+        for i in gold.name_set.find_document(doc.title, doc.text):
+            if i in gold.answer_ids:
+                return "answer"
+        return None
 
     def _seen(self, rec: QARecord, gold: _Gold, basis: Basis, history: tuple[SearchRound, ...]) -> _Seen:
         """What `history` showed. Cached per episode prefix, so that an episode's k-th step only adds the

@@ -217,3 +217,38 @@ def test_step_info_verdict_types_are_plain_data():
 
     json.dumps(infos[-1])  # every value is JSON-serializable (learners log and ship infos)
     assert isinstance(GoldJudge().label([])[:0], list) and Verdict.failure("timeout").failed
+
+
+def test_judge_and_entity_matcher_share_scans_without_changing_results():
+    # With GoldJudge and entity matching both on, the two share one phrase set per question (each text
+    # and document is scanned once). Labels must equal those of the judge alone, and matches those of the
+    # matcher alone, on every step; the trajectories mix oracle turns with an off-track and a guessing turn.
+    from searchgym.entities import clear_caches
+
+    common = {"num_entities": 300, "num_questions": 12, "hops": (1, 2, 3), "cache_dir": False, "max_turns": 5,
+              "retriever": "rank_bm25"}
+    both = gym.make("SearchQA-Synthetic-v0", judge="gold", **common).unwrapped
+    judge_only = gym.make("SearchQA-Synthetic-v0", judge="gold", match_entities=False, **common).unwrapped
+    entities_only = gym.make("SearchQA-Synthetic-v0", **common).unwrapped
+    checked = 0
+    for index in range(12):
+        record = both.records[index]
+        answer = f"<think>It is {record.gold_entities[-1]}.</think><search>{record.gold_entities[-1]}</search>"
+        turns = ["<think>Let me look around.</think><search>history of the region</search>", answer,
+                 *oracle_trajectory(record)][: both.max_turns]
+        if index == 6:
+            clear_caches()  # a cleared cache mid-run: the judge must pick up the matcher's new phrase set
+        for env in (both, judge_only, entities_only):
+            env.reset(options={"index": index})
+        for turn in turns:
+            *_, done_b, trunc_b, info_b = both.step(turn)
+            *_, _, _, info_j = judge_only.step(turn)
+            *_, _, _, info_e = entities_only.step(turn)
+            assert info_b["labels"] == info_j["labels"], (record.id, turn)
+            assert info_b["entities"] == info_e["entities"], (record.id, turn)
+            checked += info_b["labels"] is not None and info_b["labels"]["retrieval_utility"] is not None
+            if done_b or trunc_b:
+                break
+        assert info_b["episode"]["turn_labels"] == info_j["episode"]["turn_labels"]
+        assert both._credit.matcher._phrases is both.judge._gold(record).name_set
+    assert checked >= 24
