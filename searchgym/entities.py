@@ -269,8 +269,11 @@ def prepare_gold(gold: tuple[str, ...], also: tuple[str, ...] = ()) -> tuple[tup
     Built once per question, not at every `reset`. A judge that looks for more names than the gold
     entities (`GoldJudge`: titles and answers too) shares one `PhraseSet` with the entity matcher, so
     that each text and shown document of a step is scanned once for both."""
-    distinct = _distinct((*gold, *also))
-    m = len(_distinct(gold))
+    distinct = _distinct(gold)
+    m = len(distinct)
+    if also:
+        seen = {norm for _, norm in distinct}
+        distinct += [(name, norm) for name, norm in _distinct(also) if norm not in seen]
     return tuple(name for name, _ in distinct), PhraseSet(norm for _, norm in distinct), m
 
 
@@ -290,8 +293,6 @@ class EntityMatcher:
     def __init__(self, gold: Sequence[str], *, also: Sequence[str] = ()):
         names, self._phrases, m = prepare_gold(tuple(gold), tuple(also))
         self.gold: list[str] = list(names[:m])
-        self._all = m == len(names)
-        """Whether every phrase is a gold entity (nothing to filter out of the scans)."""
         self._matched: set[str] = set()
         self.matched: list[str] = []
         """Gold entities matched in the thinking so far, in the order they were first matched."""
@@ -321,17 +322,13 @@ class EntityMatcher:
             "gold": gold.copy(),
             "matched_thinking": self.matched.copy(),
             "new_in_thinking": new,
-            "in_query": _pick(gold, phrases.find(query), self._all) if query else [],
-            "in_docs": _pick(gold, sorted(in_docs), self._all),
+            "in_query": _pick(gold, phrases.find(query)) if query else [],
+            "in_docs": _pick(gold, sorted(in_docs)),
             "rate": len(self.matched) / len(gold) if gold else 0.0,
         }
 
 
-def _pick(names: list[str], indices: list[int], every: bool = True) -> list[str]:
-    """`names` at `indices`; unless `every` index is a name's, those past the names are skipped."""
-    if not indices:
-        return []
-    if every:
-        return [names[i] for i in indices]
+def _pick(names: list[str], indices: list[int]) -> list[str]:
+    """`names` at `indices`, skipping the indices past them (the names a judge shares the scans for)."""
     m = len(names)
-    return [names[i] for i in indices if i < m]
+    return [names[i] for i in indices if i < m] if indices else []
