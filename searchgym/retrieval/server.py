@@ -6,11 +6,12 @@
   may be omitted (the server's default is used). Search-R1, veRL and SkyRL clients work unchanged.
 - `GET /health` answers `{"status": "ok", "retriever": <describe()>, "documents": n, "stats": {...}}`.
 
-Concurrent requests are batched: while the retriever answers one batch (in a worker thread, so the event
-loop keeps accepting requests), new requests queue up, and the next retriever call takes all of them
-(up to `max_batch_queries`). Under load this turns many one-query requests into few batched calls;
-alone, a request waits for nothing. Requests are capped (body bytes, queries, query length, topk) and
-refused with 413/422 and a message, never truncated silently.
+Concurrent requests are batched: while the retriever answers one batch (in a thread of its own, so the
+event loop keeps accepting requests), new requests queue up, and the next retriever call takes all of them
+(up to `max_batch_queries`) as soon as the previous one returns, without waiting for the event loop.
+Under load this turns many one-query requests into few batched calls; alone, a request waits for nothing.
+Requests are capped (body bytes, queries, query length, topk) and refused with 413/422 and a message,
+never truncated silently.
 
 Run it with `searchgym serve ...`, or `serve(retriever, ServerConfig(...))`, or in a background thread
 with `BackgroundServer` (tests, notebooks). Needs the `server` extra: `pip install 'searchgym[server]'`.
@@ -25,12 +26,11 @@ import threading
 import time
 from collections import deque
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI
 from fastapi.responses import Response
 from starlette.routing import Route
 
@@ -146,14 +146,16 @@ def parse_retrieve_request(payload: Any, config: ServerConfig) -> RetrieveReques
 
 def render_results(hits: Sequence[Sequence[Hit]], return_scores: bool) -> dict[str, Any]:
     """Search-R1's response body."""
+    # The contents string written out here rather than through `Document.contents`: one call less per
+    # document, for every document of every answer.
     if return_scores:
         return {
             "result": [
-                [{"document": {"id": h.doc.id, "contents": h.doc.contents}, "score": h.score} for h in row]
+                [{"document": {"id": h.doc.id, "contents": f'"{h.doc.title}"\n{h.doc.text}'}, "score": h.score} for h in row]
                 for row in hits
             ]
         }
-    return {"result": [[{"id": h.doc.id, "contents": h.doc.contents} for h in row] for row in hits]}
+    return {"result": [[{"id": h.doc.id, "contents": f'"{h.doc.title}"\n{h.doc.text}'} for h in row] for row in hits]}
 
 
 @dataclass
@@ -174,67 +176,95 @@ class BatchStats:
 
 
 class _Batcher:
-    """Queues jobs and runs them through the retriever in batches, one retriever call at a time."""
+    """Queues jobs and runs them through the retriever in batches, one retriever call at a time.
+
+    The retriever runs in a thread of its own that takes the next batch itself as soon as a call
+    returns: the event loop only queues jobs and hands results back to their requests. So while the loop
+    writes one batch's responses and reads the next requests, the retriever is already searching the
+    jobs that queued up meanwhile (a search kernel that releases the GIL, such as BM25's, then overlaps
+    with the loop's work instead of waiting for it).
+    """
 
     def __init__(self, retriever: Retriever, config: ServerConfig):
         self.retriever, self.config = retriever, config
         self.stats = BatchStats()
         self._pending: deque[_Job] = deque()
-        self._wakeup: asyncio.Event | None = None
-        self._task: asyncio.Task | None = None
+        self._ready = threading.Condition()
+        self._stopping = False
+        self._loop: asyncio.AbstractEventLoop | None = None
         # One worker: retrievers need not be thread-safe, and batching replaces parallel calls.
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="retriever")
+        self._thread: threading.Thread | None = None
 
     def start(self) -> None:
-        self._wakeup = asyncio.Event()
-        self._task = asyncio.get_running_loop().create_task(self._run())
+        self._loop = asyncio.get_running_loop()
+        self._stopping = False
+        self._thread = threading.Thread(target=self._work, name="searchgym-retriever", daemon=True)
+        self._thread.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-        for job in self._pending:
+        with self._ready:
+            self._stopping = True
+            left, self._pending = list(self._pending), deque()
+            self._ready.notify()
+        for job in left:
             if not job.future.done():
                 job.future.set_exception(RetrievalError("server shutting down"))
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        # The worker is not joined: a search in progress finishes in its daemon thread, and its results
+        # go nowhere (`_deliver` is never scheduled on a closed loop).
 
     async def submit(self, queries: list[str], k: int) -> list[list[Hit]]:
-        assert self._wakeup is not None, "the batcher is not started"
-        job = _Job(queries, k, asyncio.get_running_loop().create_future())
-        self._pending.append(job)
-        self._wakeup.set()
+        assert self._loop is not None, "the batcher is not started"
+        job = _Job(queries, k, self._loop.create_future())
+        with self._ready:
+            if self._stopping:
+                raise RetrievalError("server shutting down")
+            self._pending.append(job)
+            self._ready.notify()
         return await job.future
 
-    async def _run(self) -> None:
-        assert self._wakeup is not None
-        loop = asyncio.get_running_loop()
+    def _work(self) -> None:
+        """The retriever thread: take what queued up, search it, hand the results to the loop, repeat."""
+        wait_s = self.config.batch_wait_ms / 1000
         while True:
-            await self._wakeup.wait()
-            self._wakeup.clear()
-            if self.config.batch_wait_ms:
-                await asyncio.sleep(self.config.batch_wait_ms / 1000)
-            while self._pending:
+            with self._ready:
+                idle = not self._pending
+                while not self._pending and not self._stopping:
+                    self._ready.wait()
+                if self._stopping:
+                    return
+            if idle and wait_s:  # after an idle spell, wait a little for more requests to join this batch
+                time.sleep(wait_s)
+            with self._ready:
+                if self._stopping:
+                    return
                 jobs = self._take()
-                started = time.perf_counter()
-                try:
-                    outcome = await loop.run_in_executor(self._executor, self._search_groups, jobs)
-                except Exception as e:  # a retriever failure fails this batch's requests, not the server
-                    logger.exception("retriever failed on a batch of %d requests", len(jobs))
-                    self.stats.errors += len(jobs)
-                    for job in jobs:
-                        if not job.future.done():
-                            job.future.set_exception(e)
-                    continue
-                finally:
-                    self.stats.busy_s += time.perf_counter() - started
-                for job, hits in zip(jobs, outcome):
-                    if not job.future.done():  # the client may have gone away
-                        job.future.set_result(hits)
+            started = time.perf_counter()
+            outcome: list[list[list[Hit]]] | None = None
+            error: Exception | None = None
+            try:
+                outcome = self._search_groups(jobs)
+            except Exception as e:  # a retriever failure fails this batch's requests, not the server
+                logger.exception("retriever failed on a batch of %d requests", len(jobs))
+                self.stats.errors += len(jobs)
+                error = e
+            self.stats.busy_s += time.perf_counter() - started
+            try:
+                self._loop.call_soon_threadsafe(self._deliver, jobs, outcome, error)  # type: ignore[union-attr]
+            except RuntimeError:  # the loop closed while this batch was searched: nobody waits for it
+                return
+
+    @staticmethod
+    def _deliver(jobs: list[_Job], outcome: list[list[list[Hit]]] | None, error: Exception | None) -> None:
+        for i, job in enumerate(jobs):
+            if job.future.done():  # the client went away
+                continue
+            if outcome is None:
+                job.future.set_exception(error or RetrievalError("retrieval failed"))
+            else:
+                job.future.set_result(outcome[i])
 
     def _take(self) -> list[_Job]:
+        """The next batch (called with the lock held)."""
         jobs = [self._pending.popleft()]
         total = len(jobs[0].queries)
         while self._pending and total + len(self._pending[0].queries) <= self.config.max_batch_queries:
@@ -272,7 +302,7 @@ def create_app(retriever: Retriever, config: ServerConfig | None = None):
     @asynccontextmanager
     async def lifespan(app):
         if config.warmup:
-            await asyncio.get_running_loop().run_in_executor(batcher._executor, _warm_up, retriever)
+            await asyncio.get_running_loop().run_in_executor(None, _warm_up, retriever)
         batcher.start()
         yield
         await batcher.stop()
@@ -281,53 +311,56 @@ def create_app(retriever: Retriever, config: ServerConfig | None = None):
     app.state.batcher = batcher
 
     def _json(body: Any, status: int = 200) -> Response:
-        # Serialized directly: FastAPI's generic encoder walks every nested value and costs more than the
-        # search. orjson (the server extra) writes the same compact UTF-8 JSON several times faster.
-        try:
-            data = _dumps(body)
-        except (UnicodeEncodeError, TypeError):  # orjson's JSONEncodeError is a TypeError
-            # A lone surrogate (from a corpus built in code, or echoed from a query) has no UTF-8 form;
-            # ASCII JSON writes it as a \uXXXX escape, which every JSON reader accepts.
-            data = json.dumps(body, separators=(",", ":")).encode()
-        return Response(data, status_code=status, media_type="application/json")
+        return Response(_encode(body), status_code=status, media_type="application/json")
 
-    async def retrieve(request: Request) -> Response:
+    async def retrieve(scope, receive) -> tuple[int, bytes] | None:
+        """`POST /retrieve`: the status and JSON body of the answer, None when the client went away."""
         try:
-            body = await _read_body(request, config.max_body_bytes)
+            body = await _read_body(scope, receive, config.max_body_bytes)
+            if body is None:
+                return None
             try:
-                payload = json.loads(body)
+                payload = _loads(body)
             except RecursionError:
                 raise RequestRejected(422, "the body's JSON is nested too deeply") from None
             except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, an integer of over 4300 digits
                 raise RequestRejected(422, f"the body is not valid JSON: {e}") from None
             req = parse_retrieve_request(payload, config)
         except RequestRejected as e:
-            return _json({"detail": str(e)}, e.status)
+            return e.status, _encode({"detail": str(e)})
         try:
             hits = await batcher.submit(req.queries, req.topk)
         except Exception as e:
-            return _json({"detail": f"retrieval failed: {type(e).__name__}: {e}"}, 500)
-        return _json(render_results(hits, req.return_scores))
+            return 500, _encode({"detail": f"retrieval failed: {type(e).__name__}: {e}"})
+        return 200, _encode(render_results(hits, req.return_scores))
 
     @app.get("/health")
     async def health() -> Response:
         return _json({"status": "ok", "retriever": description, "documents": num_docs, "stats": vars(batcher.stats)})
 
-    # A plain Starlette route: FastAPI's dependency solving per request costs more than a BM25 search,
-    # and this endpoint parses and validates its body itself (to cap its size before decoding).
-    app.router.routes.append(Route("/retrieve", retrieve, methods=["POST"]))
+    # `_RetrievalApp` answers `POST /retrieve` before routing; the route is there so that another method
+    # gets Starlette's 405, as for any POST-only path.
+    app.router.routes.append(Route("/retrieve", _unreachable, methods=["POST"]))
     app.retrieve_endpoint = retrieve
-
     return app
 
 
-class _RetrievalApp(FastAPI):
-    """FastAPI, with `POST /retrieve` answered before FastAPI's middleware and routing.
+async def _unreachable(request) -> Response:
+    raise AssertionError("POST /retrieve is answered by _RetrievalApp before routing")
 
-    Those layers (error and exception middleware, the exit stack, route matching, a second `Request`)
-    cost more per request than a BM25 search. `/retrieve` needs none of them: its endpoint reads, caps and
-    validates the body itself and turns every failure into a JSON answer. Anything it still raises gets
-    the same plain 500 that Starlette's error middleware sends. Every other path takes the usual route.
+
+_JSON = b"application/json"
+
+
+class _RetrievalApp(FastAPI):
+    """FastAPI, with `POST /retrieve` answered in plain ASGI before FastAPI's middleware and routing.
+
+    Those layers (error and exception middleware, the exit stack, route matching, `Request` and
+    `Response` objects) cost more per request than a BM25 search, and the server runs them on one event
+    loop for every client. `/retrieve` needs none of them: it reads, caps and validates its body itself,
+    turns every failure into a JSON answer, and sends the two ASGI messages of the response directly.
+    Anything it still raises gets the same plain 500 that Starlette's error middleware sends. Every other
+    path (`/health`, `/docs`, a wrong method) takes the usual route.
     """
 
     retrieve_endpoint = None
@@ -337,13 +370,48 @@ class _RetrievalApp(FastAPI):
         if endpoint is None or scope["type"] != "http" or scope["path"] != "/retrieve" or scope["method"] != "POST":
             await super().__call__(scope, receive, send)
             return
-        scope["app"] = self
+        media = _JSON
         try:
-            response = await endpoint(Request(scope, receive))
+            answer = await endpoint(scope, receive)
         except Exception:  # answered as a 500, as the error middleware would
             logger.exception("/retrieve failed")
-            response = Response("Internal Server Error", status_code=500, media_type="text/plain")
-        await response(scope, receive, send)
+            answer, media = (500, b"Internal Server Error"), b"text/plain; charset=utf-8"
+        if answer is None:  # the client disconnected before sending its whole request
+            return
+        status, data = answer
+        await send({
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", media), (b"content-length", b"%d" % len(data))],
+        })
+        await send({"type": "http.response.body", "body": data})
+
+
+def _encode(body: Any) -> bytes:
+    # Serialized directly: FastAPI's generic encoder walks every nested value and costs more than the
+    # search. orjson (the server extra) writes the same compact UTF-8 JSON several times faster.
+    try:
+        return _dumps(body)
+    except (UnicodeEncodeError, TypeError):  # orjson's JSONEncodeError is a TypeError
+        # A lone surrogate (from a corpus built in code, or echoed from a query) has no UTF-8 form;
+        # ASCII JSON writes it as a \uXXXX escape, which every JSON reader accepts.
+        return json.dumps(body, separators=(",", ":")).encode()
+
+
+def _loads(body: bytes) -> Any:
+    """`json.loads(body)` for a request body, through orjson where installed (several times faster).
+    What orjson refuses (NaN, escaped lone surrogates, deep nesting, bad UTF-8) goes to the standard
+    library, and so does a float `topk` (orjson reads an integer past 64 bits as a float), so that the
+    server accepts and rejects exactly what `json.loads` does, with its messages."""
+    if orjson is not None:
+        try:
+            payload = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            pass
+        else:
+            if not (isinstance(payload, dict) and isinstance(payload.get("topk"), float)):
+                return payload
+    return json.loads(body)
 
 
 def _dumps(body: Any) -> bytes:
@@ -353,17 +421,25 @@ def _dumps(body: Any) -> bytes:
     return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
 
 
-async def _read_body(request, limit: int) -> bytes:
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise RequestRejected(413, f"request body of {declared} bytes; this server accepts at most {limit}")
+async def _read_body(scope, receive, limit: int) -> bytes | None:
+    """The request body, refused past `limit` bytes (declared or sent); None when the client disconnects."""
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            if value.isdigit() and int(value) > limit:
+                raise RequestRejected(413, f"request body of {value.decode()} bytes; this server accepts at most {limit}")
+            break
     chunks, size = [], 0
-    async for chunk in request.stream():
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":  # http.disconnect
+            return None
+        chunk = message.get("body", b"")
         size += len(chunk)
         if size > limit:
             raise RequestRejected(413, f"request body over {limit} bytes")
         chunks.append(chunk)
-    return b"".join(chunks)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
 
 
 def _warm_up(retriever: Retriever) -> None:

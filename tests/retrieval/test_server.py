@@ -145,6 +145,69 @@ def test_concurrent_requests_are_batched_and_answered_in_their_own_order():
     assert stats["retriever_calls"] == len(served) < 24 and stats["largest_batch"] >= 8
 
 
+def test_the_retriever_takes_the_next_batch_without_waiting_for_the_event_loop():
+    """While the loop is busy (here: blocked outright), the retriever thread goes on to the requests that
+    queued up during its previous call; and stopping fails the requests still queued."""
+    import asyncio
+
+    from searchgym.retrieval.server import _Batcher
+
+    started, release = threading.Event(), threading.Event()
+    calls: list[list[str]] = []
+
+    class Gated:
+        def search(self, queries, k):
+            calls.append(list(queries))
+            started.set()
+            release.wait(10)
+            return [[Hit(Document(q, "t", q), 1.0)] for q in queries]
+
+    async def scenario():
+        batcher = _Batcher(Gated(), ServerConfig(warmup=False))
+        batcher.start()
+        first = asyncio.ensure_future(batcher.submit(["a"], 1))
+        while not started.is_set():
+            await asyncio.sleep(0.001)
+        second = asyncio.ensure_future(batcher.submit(["b", "c"], 1))
+        await asyncio.sleep(0)  # `second` queues its job while the first call runs
+        release.set()
+        time.sleep(0.5)  # the loop is blocked: only the retriever thread can start the second call
+        assert calls == [["a"], ["b", "c"]]
+        got = [[h[0].doc.id for h in hits] for hits in await asyncio.gather(first, second)]
+        release.clear()
+        third = asyncio.ensure_future(batcher.submit(["d"], 1))
+        while len(calls) < 3:
+            await asyncio.sleep(0.001)
+        fourth = asyncio.ensure_future(batcher.submit(["e"], 1))
+        await asyncio.sleep(0)
+        await batcher.stop()
+        release.set()
+        with pytest.raises(RetrievalError, match="shutting down"):
+            await fourth
+        with pytest.raises(RetrievalError, match="shutting down"):
+            await batcher.submit(["f"], 1)
+        third.cancel()
+        return got
+
+    assert asyncio.run(scenario()) == [["a"], ["b", "c"]]
+
+
+def test_request_bodies_decode_as_the_standard_library_decodes_them():
+    from searchgym.retrieval.server import _loads
+
+    for body in (b'{"queries": ["\xc3\xa9"], "topk": 3}', b'{"topk": NaN}', b'{"queries": ["\\ud800"]}',
+                 b'{"topk": ' + b"9" * 30 + b"}", b'{"a": 1, "a": 2}', b"[1.5e3, -0, 1e400]"):
+        got, want = _loads(body), json.loads(body)
+        assert repr(got) == repr(want) and type(got.get("topk") if isinstance(got, dict) else got) is type(
+            want.get("topk") if isinstance(want, dict) else want
+        )
+    for body in (b"[" * 5000 + b"]" * 5000, b"\xff", b'{"queries": ', b""):
+        with pytest.raises((ValueError, RecursionError)) as caught:
+            _loads(body)
+        with pytest.raises(caught.type):
+            json.loads(body)
+
+
 def test_a_failing_retriever_gives_500_and_the_server_keeps_serving(bm25):
     class Flaky:
         """Fails its first two searches: the warm-up (the server starts anyway) and the first request."""
