@@ -180,15 +180,23 @@ class PhraseSet:
     """
 
     def __init__(self, phrases: Iterable[str]):
-        self.phrases = tuple(p for p in phrases if p)
-        self._padded = tuple(f" {p} " for p in self.phrases)
+        self.phrases = tuple([p for p in phrases if p])
+        # One plain loop: a phrase set is built for every question an env asks.
+        padded_phrases = []
         # For the phrases that can occur in an ASCII text at all: (index, longest word, the phrase with a
         # space at each end, its words when there are several).
-        self._ascii = tuple(
-            (i, max(words, key=len), f" {p} ", words if len(words) > 1 else None)
-            for i, p in enumerate(self.phrases)
-            if (words := _ascii_words(p)) is not None
-        )
+        ascii_phrases = []
+        for i, p in enumerate(self.phrases):
+            pad = f" {p} "
+            padded_phrases.append(pad)
+            words = _ascii_words(p)
+            if words is not None:
+                if len(words) == 1:
+                    ascii_phrases.append((i, p, pad, None))
+                else:
+                    ascii_phrases.append((i, max(words, key=len), pad, words))
+        self._padded = tuple(padded_phrases)
+        self._ascii = tuple(ascii_phrases)
         self._documents: dict[tuple[str, str], tuple[int, ...]] = {}
         self._texts: dict[str, tuple[int, ...]] = {}
         _PHRASE_SETS.add(self)

@@ -83,7 +83,8 @@ class Judge(Protocol):
 
     Optional: a judge that looks for names in the round's texts may define `names_for(record)`, the
     names besides the gold entities it looks for; the env's entity matcher then scans each text and
-    shown document once for both (`GoldJudge` does; see `searchgym.entities.prepare_gold`).
+    shown document once for both (`GoldJudge` does; see `searchgym.entities.prepare_gold`). The env
+    calls it when an episode starts (at `reset`), so it is also where a judge prepares a record.
     """
 
     name: str

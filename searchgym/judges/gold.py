@@ -44,11 +44,11 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from searchgym.corpus import Document
 from searchgym.data.records import QARecord
-from searchgym.entities import PhraseSet, cache_generation, normalize_entity, padded, prepare_gold
+from searchgym.entities import PhraseSet, cache_generation, normalize_entity, prepare_gold
 from searchgym.errors import ConfigError
 from searchgym.judges.base import JudgeRequest, SearchRound, Verdict
 
@@ -89,8 +89,7 @@ def _content_words(normalized: str) -> list[str]:
     return [w for w in normalized.split() if w not in _STOPWORDS]
 
 
-@dataclass(frozen=True)
-class _Gold:
+class _Gold(NamedTuple):
     """A record's gold annotations, normalized once."""
 
     ids: frozenset[str]
@@ -99,6 +98,8 @@ class _Gold:
     """Hop order."""
     names: tuple[str, ...]
     """Entities, then titles, then answers (yes/no left out), duplicates collapsed."""
+    other: tuple[str, ...]
+    """The names looked for besides the gold entities, as given to `prepare_gold` (`_other_names`)."""
     name_set: PhraseSet
     """`names`, to find in raw texts."""
     answer_ids: frozenset[int]
@@ -116,19 +117,20 @@ class _Gold:
         answers = tuple(dict.fromkeys(a for a in map(normalize_entity, rec.answers) if a and a not in _TRIVIAL_ANSWERS))
         # The entity matcher of the same episode asks for this very PhraseSet (`GoldJudge.names_for`),
         # so each text and document is scanned once for both.
-        _, name_set, m = prepare_gold(tuple(rec.gold_entities), _other_names(rec))
+        other = _other_names(rec)
+        _, name_set, m = prepare_gold(tuple(rec.gold_entities), other)
         names = name_set.phrases
         entities = names[:m]
         in_question = frozenset(names[i] for i in name_set.find(rec.question))
         answer_ids = frozenset(names.index(a) for a in answers)
-        return cls(frozenset(rec.gold_docs), titles, entities, names, name_set, answer_ids, in_question,
+        return cls(frozenset(rec.gold_docs), titles, entities, names, other, name_set, answer_ids, in_question,
                    frozenset(_content_words(normalize_entity(rec.question))),
                    _Seen(frozenset(), frozenset(), in_question, frozenset()))
 
 
-@dataclass(frozen=True)
-class _Seen:
-    """What the rounds before the judged one showed."""
+class _Seen(NamedTuple):
+    """What the rounds before the judged one showed. (A named tuple: one is built per judged round, and
+    a tuple builds faster than a frozen dataclass.)"""
 
     keys: frozenset[str]
     """Relevance keys of the relevant documents shown."""
@@ -137,7 +139,7 @@ class _Seen:
     grounded: frozenset[str]
     """Gold names that occur in the question or in a shown document."""
     queries: frozenset[str]
-    """Padded earlier queries."""
+    """Normalized earlier queries."""
 
 
 _STATES = 512  # cached episode prefixes; an episode needs its latest one, so this covers 512 parallel episodes
@@ -170,8 +172,9 @@ class GoldJudge:
     def names_for(self, record: QARecord) -> tuple[str, ...]:
         """The names besides the gold entities that labelling `record` looks for. The env's entity
         matcher looks for them in the same scans (they do not count as entities there): see
-        `searchgym.entities.prepare_gold`."""
-        return _other_names(record)
+        `searchgym.entities.prepare_gold`. The env asks when an episode starts (`reset`), so the
+        record's annotations are normalized here, once, rather than in the episode's first step."""
+        return self._gold(record).other
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "gold", "relevance": self.config.relevance, "min_question_overlap": self.config.min_question_overlap}
@@ -241,7 +244,7 @@ class GoldJudge:
                 keys.append(k)
                 resolved.append(normalize_entity(doc.title))
         state = _Seen(prev.keys.union(keys), prev.resolved.union(resolved), prev.grounded.union(grounded),
-                      prev.queries | {padded(last.query)})
+                      prev.queries | {normalize_entity(last.query)})
         with self._lock:
             self._states[key] = (rec, history, state)
             while len(self._states) > _STATES:
@@ -263,7 +266,7 @@ class GoldJudge:
         u = int(new is not None)
         u_why = f"u=1: new relevant document {new} ({basis})" if u else f"u=0: no new relevant document ({basis})"
         v, v_why = self._reasoning(request, gold, basis, seen)
-        return Verdict(u, v, analysis=f"{u_why}; {v_why}")
+        return Verdict(u, v, f"{u_why}; {v_why}")
 
     def _reasoning(self, request: JudgeRequest, gold: _Gold, basis: Basis, seen: _Seen) -> tuple[int, str]:
         # Plain loops rather than comprehensions: this runs at every search step.
@@ -276,7 +279,7 @@ class GoldJudge:
         for n in named:
             if n not in grounded:
                 return 0, f"v=0: mentions {n!r} before any evidence showed it"
-        query = padded(rnd.query)
+        query = normalize_entity(rnd.query)
         if query in seen.queries:
             return 0, "v=0: repeats an earlier query"
         if basis == "doc_ids":

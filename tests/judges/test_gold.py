@@ -109,3 +109,17 @@ def test_label_batches_and_describes():
     verdicts = J.label([req(BRIDGE, R0), req(BRIDGE, R1, R0)])
     assert [v.contribution for v in verdicts] == [1, 1]
     assert J.describe()["kind"] == "gold" and J.name == "gold" and J.deferred is False
+
+
+def test_names_for_gives_titles_and_answers_and_prepares_the_record_at_reset():
+    rec = QARecord("yn", "Is Rome the capital of Italy?", ("yes", "Rome"), gold_entities=("Rome",),
+                   gold_docs=("d1",), gold_titles=("Rome", "Italy"))
+    asked = GoldJudge()
+    # Titles, then answers with yes/no left out: what the env's entity matcher also looks for.
+    assert asked.names_for(rec) == ("Rome", "Italy", "Rome")
+    # Preparing the record early changes no label: the same rounds, judged by a judge never asked.
+    first, second = rnd("capital of Italy", "d1", "d0"), rnd("Rome", "d1", thinking="Rome is the capital.")
+    for request in (req(rec, first), req(rec, second, first)):
+        a, b = asked.judge(request), GoldJudge().judge(request)
+        assert (a.retrieval_utility, a.reasoning_correctness, a.analysis) == (b.retrieval_utility, b.reasoning_correctness, b.analysis)
+    assert asked.judge(req(rec, first)).retrieval_utility == 1  # d1 is gold and new
