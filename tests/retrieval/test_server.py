@@ -414,3 +414,22 @@ def test_response_encoding_is_the_same_without_orjson(monkeypatch):
     fast = server._dumps(body)
     monkeypatch.setattr(server, "orjson", None)
     assert json.loads(server._dumps(body)) == json.loads(fast) == body
+
+
+def test_serve_sets_the_switch_interval_only_when_asked():
+    import sys
+
+    from searchgym.errors import ConfigError
+    from searchgym.retrieval.server import _set_switch_interval
+
+    before = sys.getswitchinterval()
+    try:
+        _set_switch_interval(ServerConfig(switch_interval_us=250.0))
+        assert sys.getswitchinterval() == pytest.approx(250e-6)
+        _set_switch_interval(ServerConfig(switch_interval_us=None))
+        assert sys.getswitchinterval() == pytest.approx(250e-6)  # None leaves it alone
+    finally:
+        sys.setswitchinterval(before)
+    for bad in (0.0, -5.0):
+        with pytest.raises(ConfigError, match="switch_interval_us"):
+            ServerConfig(switch_interval_us=bad)
