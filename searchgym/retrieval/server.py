@@ -155,16 +155,14 @@ def parse_retrieve_request(payload: Any, config: ServerConfig) -> RetrieveReques
 
 def render_results(hits: Sequence[Sequence[Hit]], return_scores: bool) -> dict[str, Any]:
     """Search-R1's response body."""
-    # The contents string written out here rather than through `Document.contents`: one call less per
-    # document, for every document of every answer.
     if return_scores:
         return {
             "result": [
-                [{"document": {"id": h.doc.id, "contents": f'"{h.doc.title}"\n{h.doc.text}'}, "score": h.score} for h in row]
+                [{"document": {"id": h.doc.id, "contents": h.doc.contents}, "score": h.score} for h in row]
                 for row in hits
             ]
         }
-    return {"result": [[{"id": h.doc.id, "contents": f'"{h.doc.title}"\n{h.doc.text}'} for h in row] for row in hits]}
+    return {"result": [[{"id": h.doc.id, "contents": h.doc.contents} for h in row] for row in hits]}
 
 
 @dataclass
