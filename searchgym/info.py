@@ -6,6 +6,8 @@ RL learners read these keys and nothing else: they never re-derive labels from t
 Version history:
 - 1: first version. Refined before release, without changing any key's meaning: `TurnLabels` gained
   `pending`, `analysis` and `error`; `EpisodeSummary` gained `judge_failures`.
+- 2: `Candidates` holds `ids` and `scores` only (its `titles` went: nothing read them, and they cost ~3%
+  of a BM25 step). A candidate's title is `env.corpus.get(id).title`; shown documents keep theirs.
 
 Judge labels (`TurnLabels`)
 ---------------------------
@@ -40,7 +42,7 @@ Step info (`StepInfo`), returned by every `step`:
 | `query` | str or None | the search query |
 | `answer` | str or None | the final answer |
 | `shown` | list of `ShownDoc` | documents shown to the agent, in shown order |
-| `candidates` | `Candidates` or None | the retriever's candidate pool (ids, titles, scores) for this search |
+| `candidates` | `Candidates` or None | the retriever's candidate pool (ids and scores, retriever order) for this search |
 | `ranker` | dict or None | the ranker call record (inputs, raw output, parsed order, validity) for model rankers |
 | `labels` | `TurnLabels` or None | judge labels for this turn (None when no judge is configured; see above) |
 | `entities` | `EntityMatches` or None | gold-entity matches up to this turn (None when the record has no gold entities or matching is off) |
@@ -52,7 +54,7 @@ from __future__ import annotations
 
 from typing import Literal, TypedDict
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 class ShownDoc(TypedDict):
@@ -66,7 +68,6 @@ class ShownDoc(TypedDict):
 
 class Candidates(TypedDict):
     ids: list[str]
-    titles: list[str]
     scores: list[float]
 
 

@@ -8,6 +8,7 @@ every gold answer and keep the best score, as Search-R1, FlashRAG and HotpotQA's
 from searchgym.rewards.answer import (
     ANSWER_REWARDS,
     AnswerReward,
+    answer_scores,
     cover_exact_match,
     exact_match,
     f1_score,
@@ -20,6 +21,7 @@ from searchgym.rewards.format import format_valid
 __all__ = [
     "ANSWER_REWARDS",
     "AnswerReward",
+    "answer_scores",
     "cover_exact_match",
     "exact_match",
     "f1_score",

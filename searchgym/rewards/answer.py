@@ -51,7 +51,11 @@ def token_f1(prediction: str, gold: str) -> tuple[float, float, float]:
     Follows HotpotQA's official evaluator: when either side normalizes to yes/no/noanswer, the two must
     be equal to score anything.
     """
-    pred, ref = normalize_answer(prediction), normalize_answer(gold)
+    return _normalized_f1(normalize_answer(prediction), normalize_answer(gold))
+
+
+def _normalized_f1(pred: str, ref: str) -> tuple[float, float, float]:
+    """`token_f1` of two already normalized answers."""
     special = ("yes", "no", "noanswer")
     if (pred in special or ref in special) and pred != ref:
         return 0.0, 0.0, 0.0
@@ -76,6 +80,24 @@ def token_f1(prediction: str, gold: str) -> tuple[float, float, float]:
 def f1_score(prediction: str, golds: Sequence[str]) -> float:
     """The best token F1 of the prediction against any gold answer."""
     return max((token_f1(prediction, g)[0] for g in golds), default=0.0)
+
+
+def answer_scores(prediction: str, golds: Sequence[str]) -> tuple[float, float, float]:
+    """(exact_match, f1_score, cover_exact_match) of one answer, normalizing each text once: the env
+    reports all three at every answering step."""
+    pred = normalize_answer(prediction)
+    spaced = f" {pred} "
+    em = f1 = cover = 0.0
+    for g in golds:
+        gold = normalize_answer(g)
+        if pred == gold:
+            em = 1.0
+        if gold and cover == 0.0 and f" {gold} " in spaced:
+            cover = 1.0
+        score = _normalized_f1(pred, gold)[0]
+        if score > f1:
+            f1 = score
+    return em, f1, cover
 
 
 ANSWER_REWARDS: dict[str, AnswerReward] = {

@@ -26,7 +26,7 @@ def test_search_then_answer(env):
     assert obs.startswith("\n\n<information>Doc 1(Title: Radioactivity) Radioactivity was discovered by Henri Becquerel")
     assert obs.count("Doc ") == 3
     assert info["action"] == "search" and info["query"] == "who discovered radioactivity Becquerel" and info["thinking"] == "Need the discoverer."
-    assert [d["id"] for d in info["shown"]] == info["candidates"]["ids"][:3]
+    assert [d["id"] for d in info["shown"]] == info["candidates"]["ids"][:3] and set(info["candidates"]) == {"ids", "scores"}
     assert info["shown"][0] == {"id": "d5", "title": "Radioactivity", "score": info["candidates"]["scores"][0], "candidate_rank": 0}
     assert "episode" not in info
     obs, r, term, trunc, info = env.step("<think>Doc 1 says Becquerel.</think><answer>becquerel</answer>")

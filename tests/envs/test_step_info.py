@@ -9,6 +9,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import searchgym  # noqa: F401 - registers the ids
+from searchgym.corpus import Corpus, Document
 from searchgym.data.records import QARecord
 from searchgym.data.synthetic import oracle_trajectory
 from searchgym.envs import SearchQAEnv
@@ -182,6 +183,31 @@ def test_gold_docs_searchable_follows_the_corpus(ten_doc_corpus):
     _, _, _, _, info = env.step("<search>capital of Italy</search>")
     # Gold ids are not in this corpus, so the judge matched by title: Rome's document is relevant.
     assert info["labels"]["retrieval_utility"] == 1
+
+
+class SeeingJudge(GoldJudge):
+    """GoldJudge that notes what each request said about the gold documents' presence."""
+
+    def __init__(self):
+        super().__init__()
+        self.searchable = []
+
+    def label(self, requests):
+        self.searchable += [r.gold_docs_searchable for r in requests]
+        return super().label(requests)
+
+
+def test_gold_docs_searchable_is_worked_out_again_for_a_new_corpus(ten_doc_corpus):
+    # Worked out once per question, but for the corpus the env searches now: a corpus swapped in between
+    # episodes holds the gold ids (the first does not).
+    foreign = QARecord("f", BRIDGE.question, ("Tiber",), gold_entities=("Rome", "Tiber"), gold_docs=("wiki-1",), gold_titles=("Rome",))
+    judge = SeeingJudge()
+    env = SearchQAEnv([foreign], ten_doc_corpus, retriever=Scripted(), top_k=2, candidates=2, judge=judge, judge_mode="sync")
+    for corpus in (ten_doc_corpus, ten_doc_corpus, Corpus([*ten_doc_corpus, Document("wiki-1", "Rome", "Rome, again.")]), ten_doc_corpus):
+        env.corpus = corpus
+        env.reset()
+        env.step("<search>capital of Italy</search>")
+    assert judge.searchable == [False, False, True, False]
 
 
 @pytest.mark.parametrize(

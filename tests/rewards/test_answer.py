@@ -1,7 +1,7 @@
 import pytest
 
 from searchgym.errors import ConfigError
-from searchgym.rewards import cover_exact_match, exact_match, f1_score, format_valid, normalize_answer, resolve_answer_reward, token_f1
+from searchgym.rewards import answer_scores, cover_exact_match, exact_match, f1_score, format_valid, normalize_answer, resolve_answer_reward, token_f1
 
 
 @pytest.mark.parametrize(
@@ -80,3 +80,22 @@ def test_resolve_answer_reward():
 )
 def test_format_valid(turns, ok):
     assert format_valid(turns) is ok
+
+
+@pytest.mark.parametrize(
+    "prediction, golds",
+    [
+        ("Henri Becquerel", ("Henri Becquerel", "Becquerel")),
+        ("it was becquerel, surely", ("Henri Becquerel", "Becquerel")),
+        ("the Tiber", ("Tiber",)),
+        ("yes", ("no",)),
+        ("no", ("no", "nope")),
+        ("", ("",)),
+        ("", ("x",)),
+        ("a b c", ()),
+        ("Paris France", ("paris", "France", "Paris, France")),
+        ("the", ("An",)),
+    ],
+)
+def test_answer_scores_are_the_three_metrics(prediction, golds):
+    assert answer_scores(prediction, golds) == (exact_match(prediction, golds), f1_score(prediction, golds), cover_exact_match(prediction, golds))
