@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Literal, NamedTuple, Protocol, runtime_checkable
 
 from searchgym.errors import ConfigError
 
@@ -15,9 +14,9 @@ if TYPE_CHECKING:
 ActionKind = Literal["search", "answer", "invalid"]
 
 
-@dataclass(frozen=True, slots=True)
-class Action:
-    """One parsed agent turn."""
+class Action(NamedTuple):
+    """One parsed agent turn. A named tuple (immutable) rather than a frozen dataclass: one is built at
+    every step, and a frozen dataclass's `__init__` costs three times as much."""
 
     kind: ActionKind
     """`search`, `answer`, or `invalid` when the text holds no usable action."""
