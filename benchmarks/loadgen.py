@@ -1,9 +1,9 @@
 """Timing helpers for the retrieval benchmark: in-process latency, a retrieval server in a subprocess, and
 a small keep-alive HTTP load generator.
 
-The load generator speaks raw HTTP/1.1 over asyncio streams (one connection per client) so that, on a
-small machine, the clients cost little CPU next to the server they measure; every response is still
-parsed as JSON and checked for the Search-R1 shape. Everything is bounded: each run stops after
+The load generator speaks raw HTTP/1.1 through asyncio protocols (one keep-alive connection per client)
+so that, on a small machine, the clients cost little CPU next to the server they measure; every response
+is still checked for the Search-R1 shape (see `run_clients`). Everything is bounded: each run stops after
 `duration_s` or `max_requests`, and the subprocess is killed on exit.
 """
 
@@ -155,11 +155,26 @@ class ServerProcess:
         return None
 
     def cpu_seconds(self) -> float | None:
-        """CPU time (user + system) the server process has used so far (Linux `/proc`; None elsewhere)."""
+        """CPU time (user + system) the server has used so far: its process and every process it started
+        (the retriever process), from Linux `/proc`; None elsewhere."""
         try:
-            with open(f"/proc/{self.proc.pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            stats = {}
+            for entry in os.listdir("/proc"):
+                if entry.isdigit():
+                    try:
+                        with open(f"/proc/{entry}/stat") as f:
+                            fields = f.read().rsplit(")", 1)[1].split()
+                    except OSError:  # exited meanwhile
+                        continue
+                    stats[int(entry)] = (int(fields[1]), int(fields[11]) + int(fields[12]))
+            tree, ticks = {self.proc.pid}, 0
+            for pid in sorted(stats):  # children have larger ids than their parents, unless ids wrapped
+                if pid in tree or stats[pid][0] in tree:
+                    tree.add(pid)
+                    ticks += stats[pid][1]
+            if self.proc.pid not in stats:
+                return None
+            return ticks / os.sysconf("SC_CLK_TCK")
         except (OSError, ValueError, IndexError):
             return None
 
@@ -257,44 +272,211 @@ async def _within(seconds: float, coro):
     return await asyncio.wait_for(coro, seconds)
 
 
+class _Run:
+    """The shared state of one load test: which request comes next, when to stop, what was measured, and
+    each query's answer once it has been checked."""
+
+    def __init__(self, bodies: list[bytes], duration_s: float, max_requests: int, done: asyncio.Future):
+        self.requests = [
+            b"POST /retrieve HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+            for body in bodies
+        ]
+        self.answers: list[bytes | None] = [None] * len(bodies)
+        """The first answer to each query that passed the full check: the server is deterministic, so a
+        later answer equal to it byte for byte is the same valid answer (checked without parsing it)."""
+        self.start = time.perf_counter()
+        self.stop_at = self.start + duration_s
+        self.max_requests = max_requests
+        self.next = 0
+        self.errors = 0
+        self.lat: list[float] = []
+        self.done = done
+        self.open = 0
+        """Clients still running: the run is over when the last one stops."""
+
+    def take(self) -> int | None:
+        """The index of the next request to send, or None when the run is over."""
+        if self.next >= self.max_requests or time.perf_counter() >= self.stop_at:
+            return None
+        self.next += 1
+        return self.next - 1
+
+    def check(self, i: int, status: int, body: bytes) -> bool:
+        q = i % len(self.answers)
+        if status != 200:
+            return False
+        if body == self.answers[q]:
+            return True
+        try:
+            result = _loads(body)["result"]
+        except (ValueError, KeyError, TypeError):
+            return False
+        ok = isinstance(result, list) and len(result) == 1 and isinstance(result[0], list) and all(
+            isinstance(h, dict) and "document" in h and "score" in h for h in result[0])
+        if ok and self.answers[q] is None:
+            self.answers[q] = body
+        return ok
+
+    def client_stopped(self) -> None:
+        self.open -= 1
+        if self.open == 0 and not self.done.done():
+            self.done.set_result(None)
+
+
+class _Connection(asyncio.Protocol):
+    """One TCP connection of a client: reads HTTP/1.1 answers framed by Content-Length."""
+
+    def __init__(self, client: _Client):
+        self.client = client
+        self.transport: asyncio.Transport | None = None
+        self.buf = bytearray()
+
+    def connection_made(self, transport) -> None:  # type: ignore[override]
+        self.transport = transport
+        self.client.connected(self)
+
+    def data_received(self, data: bytes) -> None:
+        buf = self.buf
+        buf += data
+        head_end = buf.find(b"\r\n\r\n")
+        if head_end < 0:
+            return
+        try:
+            status, length = _parse_head(bytes(buf[:head_end]))
+        except (ValueError, IndexError):
+            self.client.failed(self)
+            return
+        end = head_end + 4 + length
+        if len(buf) < end:
+            return
+        body = bytes(buf[head_end + 4 : end])
+        extra = len(buf) > end  # more than one answer to one request
+        buf.clear()
+        self.client.answered(self, status, body, extra)
+
+    def connection_lost(self, exc) -> None:
+        self.client.failed(self)
+
+
+class _Client:
+    """One client: a keep-alive connection sending one-query requests back to back. Callbacks, not a
+    coroutine over streams: the load generator shares the cores with the server it measures, and this
+    costs it a fraction of the CPU per request. Events from a connection it has dropped are ignored."""
+
+    def __init__(self, run: _Run, port: int, timeout_s: float):
+        self.run, self.port, self.timeout_s = run, port, timeout_s
+        self.conn: _Connection | None = None
+        self.i: int | None = None
+        """The request in flight, if any."""
+        self.sent_at = 0.0
+        self.stopped = False
+
+    def send_next(self) -> None:
+        i = self.run.take()
+        if i is None:
+            self.stop()
+            return
+        self.i, self.sent_at = i, time.perf_counter()
+        if self.conn is None:
+            self.conn = _Connection(self)
+            asyncio.get_running_loop().create_task(self._connect(self.conn))
+        elif self.conn.transport is not None:
+            self.conn.transport.write(self.run.requests[i % len(self.run.requests)])
+
+    async def _connect(self, conn: _Connection) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            await _within(self.timeout_s, loop.create_connection(lambda: conn, "127.0.0.1", self.port))
+        except (OSError, asyncio.TimeoutError):
+            self.failed(conn)
+
+    def connected(self, conn: _Connection) -> None:
+        if conn is not self.conn or self.stopped:
+            conn.transport.close()  # type: ignore[union-attr]
+        elif self.i is not None:
+            conn.transport.write(self.run.requests[self.i % len(self.run.requests)])  # type: ignore[union-attr]
+
+    def answered(self, conn: _Connection, status: int, body: bytes, extra: bool) -> None:
+        if conn is not self.conn:
+            return
+        i, self.i = self.i, None
+        if i is None or extra or not self.run.check(i, status, body):
+            self.i = i
+            self.failed(conn)
+            return
+        self.run.lat.append((time.perf_counter() - self.sent_at) * 1000)
+        self.send_next()
+
+    def overdue(self, now: float) -> bool:
+        return self.i is not None and now - self.sent_at > self.timeout_s
+
+    def failed(self, conn: _Connection | None) -> None:
+        """Count an error for the request in flight, drop the connection (its state is unknown) and go on
+        with a new one."""
+        if conn is not self.conn:
+            return
+        if self.i is not None:
+            self.run.errors += 1
+            self.i = None
+        self._drop()
+        if not self.stopped:
+            self.send_next()
+
+    def _drop(self, *, gracefully: bool = False) -> None:
+        conn, self.conn = self.conn, None
+        if conn is not None and conn.transport is not None:
+            conn.transport.close() if gracefully else conn.transport.abort()
+
+    def stop(self) -> None:
+        if self.stopped:
+            return
+        self.stopped = True
+        self._drop(gracefully=self.i is None)
+        self.run.client_stopped()
+
+
+def _parse_head(head: bytes) -> tuple[int, int]:
+    """(status, content length) of an HTTP/1.1 response head."""
+    lines = head.split(b"\r\n")
+    status = int(lines[0].split()[1])
+    for line in lines[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            return status, int(value)
+    return status, 0
+
+
 async def run_clients(port, queries, k, clients, duration_s, max_requests, request_timeout_s=10.0) -> Timing:
-    """The coroutine behind `load_test`, to run beside other tasks in one event loop."""
+    """The coroutine behind `load_test`, to run beside other tasks in one event loop.
+
+    Each client sends its next request as soon as the previous answer is read. Every answer is checked:
+    HTTP 200 and the Search-R1 shape, parsed in full the first time each query is answered, later by
+    comparing bytes with that answer (parsed in full again when they differ). An error (a refused or lost
+    connection, a malformed or wrong answer, no answer within `request_timeout_s`) is counted and the
+    client reconnects."""
+    loop = asyncio.get_running_loop()
     bodies = [json.dumps({"queries": [q], "topk": k, "return_scores": True}).encode() for q in queries]
-    lat: list[float] = []
-    counter = {"next": 0, "errors": 0}
-    start = time.perf_counter()
-
-    async def client() -> None:
-        reader = writer = None
-        while counter["next"] < max_requests and time.perf_counter() - start < duration_s:
-            i = counter["next"]
-            counter["next"] += 1
-            body = bodies[i % len(bodies)]
-            t = time.perf_counter()
-            try:
-                if writer is None:
-                    reader, writer = await _within(request_timeout_s, asyncio.open_connection("127.0.0.1", port))
-                writer.write(
-                    b"POST /retrieve HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                    b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
-                )
-                status, raw = await _within(request_timeout_s, _read_response(reader))  # type: ignore[arg-type]
-                result = _loads(raw)["result"] if status == 200 else None
-                if not (
-                    isinstance(result, list)
-                    and len(result) == 1
-                    and all("document" in h and "score" in h for h in result[0])
-                ):
-                    raise ValueError(f"bad answer (HTTP {status})")
-                lat.append((time.perf_counter() - t) * 1000)
-            except (OSError, ValueError, KeyError, asyncio.TimeoutError, asyncio.IncompleteReadError):
-                counter["errors"] += 1
-                if writer is not None:
-                    writer.close()
-                reader = writer = None
-        if writer is not None:
-            writer.close()
-
+    run = _Run(bodies, duration_s, max_requests, loop.create_future())
+    pool = [_Client(run, port, request_timeout_s) for _ in range(clients)]
+    run.open = len(pool)
     cpu = time.process_time()
-    await asyncio.gather(*(client() for _ in range(clients)))
-    return Timing(len(lat), time.perf_counter() - start, lat, counter["errors"], cpu_s=time.process_time() - cpu)
+    for c in pool:
+        c.send_next()
+
+    async def watchdog() -> None:
+        while not run.done.done():
+            await asyncio.sleep(min(0.05, request_timeout_s / 4))
+            now = time.perf_counter()
+            for c in pool:
+                if c.overdue(now):
+                    c.failed(c.conn)
+
+    dog = loop.create_task(watchdog())
+    try:
+        await run.done
+    finally:
+        dog.cancel()
+        for c in pool:
+            c.stop()
+    return Timing(len(run.lat), time.perf_counter() - run.start, run.lat, run.errors, cpu_s=time.process_time() - cpu)
