@@ -12,6 +12,7 @@ Clients: Search-R1 / veRL / SkyRL (`search_url=http://127.0.0.1:8000/retrieve`) 
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 
 from searchgym.errors import ConfigError
@@ -49,6 +50,13 @@ def add_parser(subparsers) -> None:
         default=None,
         help="CPU threads for the query encoder and FAISS (default: all cores); 1 is often fastest for one-query requests on a busy machine",
     )
+    p.add_argument(
+        "--retriever-process",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="run the retriever in a process of its own, beside the HTTP server's (default); "
+        "--no-retriever-process keeps it in a thread of the server's process",
+    )
     for name in SERVER_FLAGS:
         flag = "--topk" if name == "default_topk" else f"--{name.replace('_', '-')}"
         default = getattr(d, name)
@@ -56,16 +64,22 @@ def add_parser(subparsers) -> None:
     p.set_defaults(func=_serve)
 
 
-def build_retriever(kind: str | None, corpus_path: str | None, index_dir: str | None, cache_dir: str | None):
-    """The retriever `searchgym serve` serves."""
-    from searchgym.corpus import load_corpus
-    from searchgym.retrieval import BM25Retriever, DenseRetriever, HybridRetriever
-
+def _check_spec(kind: str | None, corpus_path: str | None, index_dir: str | None) -> str:
+    """The retriever kind the flags ask for; ConfigError when they do not add up."""
     kind = kind or ("dense" if index_dir and not corpus_path else "bm25")
     if kind in ("bm25", "hybrid") and not corpus_path:
         raise ConfigError(f"--retriever {kind} needs --corpus")
     if kind == "dense" and not (index_dir or corpus_path):
         raise ConfigError("--retriever dense needs --index (or --corpus to embed it now)")
+    return kind
+
+
+def build_retriever(kind: str | None, corpus_path: str | None, index_dir: str | None, cache_dir: str | None):
+    """The retriever `searchgym serve` serves."""
+    from searchgym.corpus import load_corpus
+    from searchgym.retrieval import BM25Retriever, DenseRetriever, HybridRetriever
+
+    kind = _check_spec(kind, corpus_path, index_dir)
     if kind == "dense" and index_dir:
         # The index's own document store serves the passages; the corpus file, if given, is only checked.
         return DenseRetriever.load(index_dir, corpus_path=corpus_path)
@@ -81,17 +95,30 @@ def build_retriever(kind: str | None, corpus_path: str | None, index_dir: str | 
 def _serve(args: argparse.Namespace) -> int:
     from searchgym.retrieval.server import ServerConfig, serve
 
-    config = ServerConfig(**{name: getattr(args, name) for name in SERVER_FLAGS})
+    config = ServerConfig(**{name: getattr(args, name) for name in SERVER_FLAGS}, retriever_process=args.retriever_process)
+    spec = (args.retriever, args.corpus, args.index, args.cache_dir, args.threads)
     if args.threads is not None:
         set_threads(args.threads)
-    retriever = build_retriever(args.retriever, args.corpus, args.index, args.cache_dir)
+    if config.retriever_process:
+        # Built in the retriever process; checked here first, so that a bad flag fails before anything starts.
+        _check_spec(args.retriever, args.corpus, args.index)
+        retriever = functools.partial(build_in_process, *spec)
+        kind = args.retriever or ("dense" if args.index and not args.corpus else "bm25")
+    else:
+        retriever = build_in_process(*spec)
+        kind = retriever.describe()["kind"]
     if config.host not in ("127.0.0.1", "localhost", "::1"):
         logger.warning("binding %s: the server has no authentication; expose it only on a trusted network", config.host)
-    print(
-        f"serving {retriever.describe()['kind']} retrieval on http://{config.host}:{config.port}/retrieve", flush=True
-    )
+    print(f"serving {kind} retrieval on http://{config.host}:{config.port}/retrieve", flush=True)
     serve(retriever, config, log_level=args.log_level)
     return 0
+
+
+def build_in_process(kind, corpus_path, index_dir, cache_dir, threads):
+    """`build_retriever` with the query-time thread count applied first (the retriever process's factory)."""
+    if threads is not None:
+        set_threads(threads)
+    return build_retriever(kind, corpus_path, index_dir, cache_dir)
 
 
 def set_threads(n: int) -> None:

@@ -10,6 +10,9 @@ Concurrent requests are batched: while the retriever answers one batch (in a thr
 event loop keeps accepting requests), new requests queue up, and the next retriever call takes all of them
 (up to `max_batch_queries`) as soon as the previous one returns, without waiting for the event loop.
 Under load this turns many one-query requests into few batched calls; alone, a request waits for nothing.
+With `ServerConfig.retriever_process` (what `searchgym serve` uses) the retriever runs in a child process
+instead (`searchgym.retrieval.worker`), batching the same way, so that it never shares a GIL with the
+event loop.
 Requests are capped (body bytes, queries, query length, topk) and refused with 413/422 and a message,
 never truncated silently.
 
@@ -20,13 +23,14 @@ with `BackgroundServer` (tests, notebooks). Needs the `server` extra: `pip insta
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -78,6 +82,11 @@ class ServerConfig:
     Python's default (5 ms) lets a retriever whose search just returned wait behind a busy loop. 200 us
     gave 8-15% more BM25 queries/s with 16 clients here. None leaves the interval alone;
     `BackgroundServer` never changes it (it shares its process with other code)."""
+    retriever_process: bool = False
+    """Run the retriever in a child process (`searchgym.retrieval.worker`) instead of a thread of the
+    server's process, so that searching and serving HTTP never wait for each other's GIL. The child builds
+    the retriever from what `serve` is given, which must then pickle: a zero-argument factory (what
+    `searchgym serve` passes), or a retriever object (copied into the child). `searchgym serve` turns it on."""
     warmup: bool = True
     """Run one search before accepting requests, so that lazy model loading and JIT compilation (BM25's
     numba kernels take seconds) never land on the first client's request."""
@@ -299,15 +308,36 @@ class _Batcher:
         return out  # type: ignore[return-value]
 
 
-def create_app(retriever: Retriever, config: ServerConfig | None = None):
-    """The FastAPI application serving `retriever`."""
+def create_app(retriever: Retriever | Callable[[], Retriever], config: ServerConfig | None = None):
+    """The FastAPI application serving `retriever` (with `config.retriever_process`, a factory of one
+    works too: it is called in the retriever process)."""
     config = config or ServerConfig()
-    batcher = _Batcher(retriever, config)
-    description = retriever.describe()
-    num_docs = _num_docs(retriever)
+    if config.retriever_process:
+        from searchgym.retrieval.worker import RetrieverProcess
+
+        factory = retriever if not isinstance(retriever, Retriever) else functools.partial(_given, retriever)
+        worker: RetrieverProcess | None = RetrieverProcess(factory, config, BatchStats())
+        batcher = None
+        stats = worker.stats
+    else:
+        if not isinstance(retriever, Retriever):
+            raise ConfigError("create_app needs a Retriever (a factory only with ServerConfig.retriever_process)")
+        worker = None
+        batcher = _Batcher(retriever, config)
+        stats = batcher.stats
+        description, num_docs = retriever.describe(), _num_docs(retriever)
 
     @asynccontextmanager
     async def lifespan(app):
+        if worker is not None:
+            try:
+                await worker.start()
+            except RetrievalError as e:
+                app.state.startup_error = str(e)
+                raise
+            yield
+            await worker.stop()
+            return
         if config.warmup:
             await asyncio.get_running_loop().run_in_executor(None, _warm_up, retriever)
         batcher.start()
@@ -316,6 +346,7 @@ def create_app(retriever: Retriever, config: ServerConfig | None = None):
 
     app = _RetrievalApp(title="searchgym retrieval server", lifespan=lifespan)
     app.state.batcher = batcher
+    app.state.worker = worker
 
     def _json(body: Any, status: int = 200) -> Response:
         return Response(_encode(body), status_code=status, media_type="application/json")
@@ -336,6 +367,8 @@ def create_app(retriever: Retriever, config: ServerConfig | None = None):
         except RequestRejected as e:
             return e.status, _encode({"detail": str(e)})
         try:
+            if worker is not None:  # the retriever process encodes the answer itself
+                return await worker.submit(req.queries, req.topk, req.return_scores)
             hits = await batcher.submit(req.queries, req.topk)
         except Exception as e:
             return 500, _encode({"detail": f"retrieval failed: {type(e).__name__}: {e}"})
@@ -343,13 +376,22 @@ def create_app(retriever: Retriever, config: ServerConfig | None = None):
 
     @app.get("/health")
     async def health() -> Response:
-        return _json({"status": "ok", "retriever": description, "documents": num_docs, "stats": vars(batcher.stats)})
+        if worker is not None:
+            if worker.error is not None:
+                return _json({"status": "error", "detail": worker.error, "stats": vars(stats)}, 503)
+            return _json({"status": "ok", "retriever": worker.description, "documents": worker.num_docs, "stats": vars(stats)})
+        return _json({"status": "ok", "retriever": description, "documents": num_docs, "stats": vars(stats)})
 
     # `_RetrievalApp` answers `POST /retrieve` before routing; the route is there so that another method
     # gets Starlette's 405, as for any POST-only path.
     app.router.routes.append(Route("/retrieve", _unreachable, methods=["POST"]))
     app.retrieve_endpoint = retrieve
     return app
+
+
+def _given(retriever: Retriever) -> Retriever:
+    """A factory of an existing retriever (pickled into the retriever process with it)."""
+    return retriever
 
 
 async def _unreachable(request) -> Response:
@@ -479,7 +521,7 @@ def _uvicorn_config(app, config: ServerConfig, log_level: str):
     return uvicorn.Config(app, host=config.host, port=config.port, log_level=log_level, access_log=False, lifespan="on")
 
 
-def serve(retriever: Retriever, config: ServerConfig | None = None, *, log_level: str = "info") -> None:
+def serve(retriever: Retriever | Callable[[], Retriever], config: ServerConfig | None = None, *, log_level: str = "info") -> None:
     """Serve `retriever` in the foreground until interrupted."""
     import uvicorn
 
@@ -500,14 +542,22 @@ class BackgroundServer:
     With `port=0` (the default here) the OS picks a free port, so parallel test runs never collide.
     """
 
-    def __init__(self, retriever: Retriever, config: ServerConfig | None = None, *, startup_timeout_s: float = 15.0):
+    def __init__(self, retriever: Retriever | Callable[[], Retriever], config: ServerConfig | None = None, *,
+                 startup_timeout_s: float = 15.0):
         import uvicorn
 
         self.config = config or ServerConfig(port=0)
-        self._server = uvicorn.Server(_uvicorn_config(create_app(retriever, self.config), self.config, "warning"))
-        self._thread = threading.Thread(target=self._server.run, name="searchgym-retrieval-server", daemon=True)
+        self.app = create_app(retriever, self.config)
+        self._server = uvicorn.Server(_uvicorn_config(self.app, self.config, "warning"))
+        self._thread = threading.Thread(target=self._run, name="searchgym-retrieval-server", daemon=True)
         self._startup_timeout_s = startup_timeout_s
         self.port: int | None = None
+
+    def _run(self) -> None:
+        try:
+            self._server.run()
+        except SystemExit:  # uvicorn exits when startup fails; `start` reports why
+            pass
 
     def start(self) -> BackgroundServer:
         self._thread.start()
@@ -515,8 +565,10 @@ class BackgroundServer:
         while not self._server.started:
             if not self._thread.is_alive() or time.monotonic() > deadline:
                 self.stop()
+                why = getattr(self.app.state, "startup_error", None)
                 raise RetrievalError(
                     f"retrieval server did not start on {self.config.host}:{self.config.port} within {self._startup_timeout_s:g} s"
+                    + (f": {why}" if why else "")
                 )
             time.sleep(0.01)
         self.port = self._server.servers[0].sockets[0].getsockname()[1]

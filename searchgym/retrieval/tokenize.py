@@ -30,6 +30,14 @@ class Tokenizer:
             # Stemming dominates tokenization time; corpora repeat words, so memoize per word.
             self._cache: dict[str, str] = {}
 
+    def __getstate__(self) -> dict[str, object]:
+        # The stemmer (a C object) does not pickle, and the memo rebuilds itself: the settings are enough.
+        return {"stem": self.stem, "stopwords": self.stopwords}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.stem, self.stopwords = state["stem"], state["stopwords"]  # type: ignore[assignment]
+        self.__post_init__()
+
     def __call__(self, text: str) -> list[str]:
         words = [w for w in _TOKEN.findall(text.lower()) if w not in self.stopwords]
         if self._stemmer is None:

@@ -83,3 +83,15 @@ def test_hotpotqa_question_finds_supporting_paragraphs():
     total = sum(len(rec.gold_docs) for rec in data.records)
     # Measured 0.747 (2,958 pooled paragraphs, 300 questions); a broken tokenizer or id mapping drops it far lower.
     assert found / total > 0.6
+
+
+@pytest.mark.parametrize("backend", ["bm25s", "rank_bm25"])
+def test_a_retriever_pickles_into_an_equal_one(ten_doc_corpus, backend):
+    # The retrieval server copies a retriever object into its retriever process this way.
+    import pickle
+
+    r = BM25Retriever(ten_doc_corpus, backend=backend, cache_dir=False)
+    copy = pickle.loads(pickle.dumps(r))
+    queries = ["Which river flows through Rome?", "radioactivity discovered", "zzqxj"]
+    assert copy.describe() == r.describe() and copy.search(queries, 4) == r.search(queries, 4)
+    assert copy.tokenizer("Discoveries of rivers") == r.tokenizer("Discoveries of rivers") == ["discoveri", "river"]

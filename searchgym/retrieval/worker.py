@@ -1,0 +1,260 @@
+"""The retrieval server's retriever in a process of its own (`ServerConfig.retriever_process`).
+
+In one process, the event loop (HTTP, JSON) and the retriever share one GIL: every search waits for the
+loop to let go of it and slows the loop down in turn. Here the retriever lives in a child process that
+the server spawns; the two talk over a Unix socket pair. The child builds the retriever itself (from a
+picklable factory, such as `searchgym serve`'s command-line spec), reads every request that has queued
+up, searches them in one call per `k`, encodes each request's Search-R1 answer, and sends the batch's
+answers back in one message. The server's process only parses requests and writes answers.
+
+A message is two 4-byte big-endian lengths, a JSON header and a blob of bytes (JSON, never pickle: the
+socket carries data, not code). To the child: `[job id, queries, k, return_scores]`. From the child: first
+`["ready", describe(), number of documents]` or `["failed", message]`, then per batch `[busy seconds,
+queries, [[job id, HTTP status, body length], ...]]` with the bodies, one after another, as the blob. When the child dies, every request in
+flight and every later one fails with a `RetrievalError` (HTTP 500), and `/health` says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import multiprocessing
+import socket
+import struct
+import time
+from collections.abc import Callable
+from typing import Any
+
+from searchgym.errors import RetrievalError
+
+logger = logging.getLogger(__name__)
+
+_LENGTHS = struct.Struct(">II")
+_READ = 1 << 20
+
+
+def _frame(header: Any, blob: bytes = b"") -> bytes:
+    from searchgym.retrieval.server import _encode  # compact JSON; lone surrogates escaped
+
+    data = _encode(header)
+    return _LENGTHS.pack(len(data), len(blob)) + data + blob
+
+
+def _decode(data: bytes) -> Any:
+    from searchgym.retrieval.server import orjson
+
+    if orjson is not None:
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError:  # an escaped lone surrogate: the standard library reads it
+            pass
+    return json.loads(data)
+
+
+def _split(buf: bytearray) -> list[tuple[Any, bytes]]:
+    """The complete messages (header, blob) at the start of `buf`, removed from it."""
+    out, pos = [], 0
+    while len(buf) - pos >= 8:
+        n, m = _LENGTHS.unpack_from(buf, pos)
+        if len(buf) - pos - 8 < n + m:
+            break
+        start = pos + 8
+        out.append((_decode(bytes(buf[start : start + n])), bytes(buf[start + n : start + n + m])))
+        pos = start + n + m
+    del buf[:pos]
+    return out
+
+
+# -- the child ----------------------------------------------------------------------------------------
+
+
+def _child_main(sock: socket.socket, factory: Callable[[], Any], config: Any) -> None:
+    """The retriever process: build, warm up, then answer batches until the server closes the socket."""
+    from searchgym.retrieval.server import _encode, _num_docs, _warm_up, render_results
+
+    try:
+        retriever = factory()
+        if config.warmup:
+            _warm_up(retriever)
+        sock.sendall(_frame(["ready", retriever.describe(), _num_docs(retriever)]))
+    except BaseException as e:  # noqa: BLE001 - reported to the server, which refuses to start
+        sock.sendall(_frame(["failed", f"{type(e).__name__}: {e}"]))
+        raise
+    buf = bytearray()
+    while True:
+        sock.setblocking(True)
+        data = sock.recv(_READ)
+        if not data:
+            return  # the server closed its end
+        buf += data
+        if config.batch_wait_ms:  # after an idle spell, wait a little for more requests to join the batch
+            time.sleep(config.batch_wait_ms / 1000)
+        sock.setblocking(False)
+        try:  # everything else that queued up while the last batch was searched joins this one
+            while data := sock.recv(_READ):
+                buf += data
+        except BlockingIOError:
+            pass
+        jobs = [header for header, _ in _split(buf)]
+        while jobs:
+            batch, total = [], 0
+            while jobs and (not batch or total + len(jobs[0][1]) <= config.max_batch_queries):
+                batch.append(jobs.pop(0))
+                total += len(batch[-1][1])
+            started = time.perf_counter()
+            answers = _answer(retriever, batch, render_results, _encode)
+            sock.setblocking(True)
+            index = [[job_id, status, len(body)] for job_id, status, body in answers]
+            sock.sendall(_frame([time.perf_counter() - started, total, index], b"".join(body for _, _, body in answers)))
+
+
+def _answer(retriever, batch, render_results, encode) -> list[tuple[int, int, bytes]]:
+    """Each job's (id, status, body): one retriever call per distinct k."""
+    out = []
+    for k in sorted({job[2] for job in batch}):
+        members = [job for job in batch if job[2] == k]
+        queries = [q for job in members for q in job[1]]
+        try:
+            hits = retriever.search(queries, k) if queries else []
+        except Exception as e:  # a retriever failure fails this batch's requests, not the server
+            logger.exception("retriever failed on a batch of %d requests", len(members))
+            body = encode({"detail": f"retrieval failed: {type(e).__name__}: {e}"})
+            out += [(job[0], 500, body) for job in members]
+            continue
+        pos = 0
+        for job_id, qs, _, return_scores in members:
+            out.append((job_id, 200, encode(render_results(hits[pos : pos + len(qs)], return_scores))))
+            pos += len(qs)
+    return out
+
+
+# -- the server's side --------------------------------------------------------------------------------
+
+
+class RetrieverProcess(asyncio.Protocol):
+    """The server's handle on the retriever process: `submit` sends a request, and its answer comes back
+    as (HTTP status, encoded body)."""
+
+    def __init__(self, factory: Callable[[], Any], config: Any, stats: Any):
+        self.factory, self.config, self.stats = factory, config, stats
+        self.description: dict | None = None
+        self.num_docs: int | None = None
+        self.error: str | None = None
+        """Why the retriever process is gone, once it is."""
+        self._futures: dict[int, asyncio.Future] = {}
+        self._next_id = 0
+        self._buf = bytearray()
+        self._out: list[bytes] = []
+        self._transport: asyncio.Transport | None = None
+        self._proc: multiprocessing.process.BaseProcess | None = None
+
+    async def start(self, timeout_s: float | None = None) -> None:
+        """Spawn the child and wait until its retriever is built and warm (or raise RetrievalError). A
+        child that fails or dies while starting is noticed at once; `timeout_s` bounds one that hangs."""
+        ours, theirs = socket.socketpair()
+        ctx = multiprocessing.get_context("spawn")  # never fork a process that may hold threads
+        self._proc = ctx.Process(target=_child_main, args=(theirs, self.factory, self.config), name="searchgym-retriever", daemon=True)
+        self._proc.start()
+        theirs.close()
+        loop = asyncio.get_running_loop()
+        try:
+            hello = await asyncio.wait_for(loop.run_in_executor(None, _read_one, ours), timeout_s)
+        except (asyncio.TimeoutError, OSError, EOFError) as e:
+            self._kill()
+            ours.close()
+            why = f"did not start within {timeout_s:g} s" if isinstance(e, asyncio.TimeoutError) else f"exited while starting ({e})"
+            raise RetrievalError(f"the retriever process {why}") from None
+        if hello[0] != "ready":
+            self._kill()
+            ours.close()
+            raise RetrievalError(f"the retriever process failed to start: {hello[1]}")
+        _, self.description, self.num_docs = hello
+        ours.setblocking(False)
+        await loop.create_unix_connection(lambda: self, sock=ours)
+
+    @property
+    def pid(self) -> int | None:
+        """The retriever process's id (None before `start`)."""
+        return self._proc.pid if self._proc is not None else None
+
+    async def submit(self, queries: list[str], k: int, return_scores: bool) -> tuple[int, bytes]:
+        if self._transport is None:
+            raise RetrievalError(self.error or "the retriever process is not running")
+        job_id = self._next_id
+        self._next_id += 1
+        future = asyncio.get_running_loop().create_future()
+        self._futures[job_id] = future
+        # The requests that arrive in one turn of the event loop go to the child in one write: one system
+        # call, and one wake-up of the child, for all of them.
+        self._out.append(_frame([job_id, queries, k, return_scores]))
+        if len(self._out) == 1:
+            asyncio.get_running_loop().call_soon(self._flush)
+        self.stats.requests += 1
+        self.stats.queries += len(queries)
+        try:
+            return await future
+        finally:
+            self._futures.pop(job_id, None)
+
+    def _flush(self) -> None:
+        out, self._out = self._out, []
+        if self._transport is not None:
+            self._transport.write(b"".join(out))
+
+    # asyncio.Protocol
+
+    def connection_made(self, transport) -> None:  # type: ignore[override]
+        self._transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self._buf += data
+        for (busy_s, queries, index), blob in _split(self._buf):
+            self.stats.retriever_calls += 1
+            self.stats.busy_s += busy_s
+            self.stats.largest_batch = max(self.stats.largest_batch, queries)
+            pos = 0
+            for job_id, status, length in index:
+                body = blob[pos : pos + length]
+                pos += length
+                if status != 200:
+                    self.stats.errors += 1
+                future = self._futures.get(job_id)
+                if future is not None and not future.done():
+                    future.set_result((status, body))
+
+    def connection_lost(self, exc) -> None:
+        self._transport = None
+        if self.error is None:
+            code = self._proc.exitcode if self._proc is not None else None
+            self.error = f"the retriever process exited (exit code {code})" if code is not None else "the retriever process closed its connection"
+            logger.error("%s; /retrieve answers 500 from now on", self.error)
+        for future in self._futures.values():
+            if not future.done():
+                future.set_exception(RetrievalError(self.error))
+
+    async def stop(self) -> None:
+        self.error = self.error or "server shutting down"
+        if self._transport is not None:
+            self._transport.close()
+        if self._proc is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self._proc.join, 5)
+            self._kill()
+
+    def _kill(self) -> None:
+        if self._proc is not None and self._proc.is_alive():
+            self._proc.kill()
+            self._proc.join(5)
+
+
+def _read_one(sock: socket.socket) -> Any:
+    """One message, read blocking (the child's greeting)."""
+    buf = bytearray()
+    while True:
+        messages = _split(buf)
+        if messages:
+            return messages[0][0]
+        data = sock.recv(_READ)
+        if not data:
+            raise EOFError("the retriever process closed its connection")
+        buf += data

@@ -1,0 +1,121 @@
+"""The retrieval server with its retriever in a process of its own (`ServerConfig.retriever_process`)."""
+
+import functools
+import os
+import pickle
+import signal
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+pytest.importorskip("fastapi")
+requests = pytest.importorskip("requests")
+
+from searchgym.corpus import Corpus
+from searchgym.errors import ConfigError, RetrievalError
+from searchgym.retrieval import BM25Retriever, HTTPRetriever, HTTPRetrieverConfig
+from searchgym.retrieval.server import BackgroundServer, ServerConfig
+from tests.conftest import TEN_DOCS
+
+PROCESS = ServerConfig(port=0, retriever_process=True)
+
+
+def rank_bm25() -> BM25Retriever:
+    """A factory the retriever process can call (rank-bm25: no numba kernels to compile there)."""
+    return BM25Retriever(Corpus(TEN_DOCS, name="ten"), backend="rank_bm25", cache_dir=False)
+
+
+class Flaky:
+    """Fails its first two searches: the warm-up (the server starts anyway) and the first request."""
+
+    def __init__(self):
+        self.inner = rank_bm25()
+        self.failures = 2
+
+    def search(self, queries, k):
+        if self.failures:
+            self.failures -= 1
+            raise RuntimeError("index on fire")
+        return self.inner.search(queries, k)
+
+    def describe(self):
+        return self.inner.describe()
+
+
+def no_corpus() -> BM25Retriever:
+    raise ConfigError("no corpus at /nowhere.jsonl")
+
+
+REQUESTS = [
+    {"queries": ["Which river flows through Rome?", "Who discovered radioactivity?"], "topk": 3, "return_scores": True},
+    {"queries": ["Berlin"], "topk": 1},
+    {"queries": ["zzqxj"], "topk": 5, "return_scores": True},  # matches nothing
+    {"queries": [], "topk": 2},
+    {"queries": ["capital city"]},  # the default topk
+    {"queries": ["river"], "topk": 2, "return_scores": True},
+    {"queries": ["Rome \ud800 capital"], "topk": 2},  # a lone surrogate crosses to the process and back
+] * 4
+
+
+def _answers(url: str) -> list[tuple[int, bytes]]:
+    # Concurrently, so that requests with different topk share batches.
+    with ThreadPoolExecutor(8) as pool:
+        responses = list(pool.map(lambda body: requests.post(url, json=body, timeout=10), REQUESTS))
+    return [(r.status_code, r.content) for r in responses]
+
+
+def test_the_retriever_process_answers_byte_for_byte_as_the_thread_does():
+    with BackgroundServer(rank_bm25(), ServerConfig(port=0)) as threaded, BackgroundServer(rank_bm25, PROCESS) as process:
+        assert _answers(process.url) == _answers(threaded.url)
+        assert all(status == 200 for status, _ in _answers(process.url))
+        health = requests.get(process.url.replace("/retrieve", "/health"), timeout=10).json()
+        assert health["status"] == "ok" and health["documents"] == 10
+        assert health["retriever"] == rank_bm25().describe()
+        assert health["stats"]["requests"] == 2 * len(REQUESTS) and health["stats"]["retriever_calls"] >= 1
+        # Refusals are the server process's own: they never reach the retriever.
+        assert requests.post(process.url, json={"queries": "Rome"}, timeout=10).status_code == 422
+
+
+def test_a_retriever_object_is_copied_into_the_process_and_its_failures_give_500():
+    with BackgroundServer(Flaky(), PROCESS) as server:
+        with pytest.raises(RetrievalError, match="500.*index on fire"):
+            HTTPRetriever(HTTPRetrieverConfig(url=server.url, retries=0)).search(["Rome"], 1)
+        assert HTTPRetriever(server.url).search(["Rome"], 1)[0][0].doc.id == "d1"
+
+
+def test_a_dead_retriever_process_fails_requests_at_once_and_health_says_so():
+    with BackgroundServer(rank_bm25, PROCESS) as server:
+        client = HTTPRetriever(HTTPRetrieverConfig(url=server.url, timeout_s=5.0, retries=0))
+        assert client.search(["Rome"], 1)[0][0].doc.id == "d1"
+        os.kill(server.app.state.worker.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 5
+        while server.app.state.worker.error is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        start = time.monotonic()
+        with pytest.raises(RetrievalError, match="500.*retriever process exited"):
+            client.search(["Rome"], 1)
+        assert time.monotonic() - start < 1.0
+        health = requests.get(server.url.replace("/retrieve", "/health"), timeout=10)
+        assert health.status_code == 503 and "exit code -9" in health.json()["detail"]
+
+
+def test_a_retriever_that_cannot_be_built_stops_the_server_from_starting():
+    start = time.monotonic()
+    with pytest.raises(RetrievalError, match="did not start.*failed to start: ConfigError: no corpus at /nowhere.jsonl"):
+        BackgroundServer(no_corpus, PROCESS, startup_timeout_s=60).start()
+    assert time.monotonic() - start < 30  # noticed when the process failed, not at the timeout
+
+
+def test_a_factory_needs_the_retriever_process():
+    with pytest.raises(ConfigError, match="factory only with ServerConfig.retriever_process"):
+        BackgroundServer(rank_bm25, ServerConfig(port=0))
+
+
+def test_the_serve_command_builds_its_retriever_in_the_process(tmp_path):
+    from searchgym.cli.serve import build_in_process
+    from tests.retrieval.conftest import write_jsonl
+
+    path = write_jsonl(tmp_path / "c.jsonl", Corpus(TEN_DOCS))
+    factory = pickle.loads(pickle.dumps(functools.partial(build_in_process, None, str(path), None, str(tmp_path / "cache"), 1)))
+    assert factory().describe()["kind"] == "bm25"
