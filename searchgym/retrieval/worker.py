@@ -20,6 +20,7 @@ import asyncio
 import json
 import logging
 import multiprocessing
+import signal
 import socket
 import struct
 import time
@@ -73,6 +74,9 @@ def _child_main(sock: socket.socket, factory: Callable[[], Any], config: Any) ->
     """The retriever process: build, warm up, then answer batches until the server closes the socket."""
     from searchgym.retrieval.server import _encode, _num_docs, _warm_up, render_results
 
+    # Ctrl-C in a terminal reaches the whole process group: the server shuts down in order, and this
+    # process ends when the server closes the socket (or dies), not with a traceback of its own.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         retriever = factory()
         if config.warmup:
@@ -226,8 +230,11 @@ class RetrieverProcess(asyncio.Protocol):
     def connection_lost(self, exc) -> None:
         self._transport = None
         if self.error is None:
-            code = self._proc.exitcode if self._proc is not None else None
-            self.error = f"the retriever process exited (exit code {code})" if code is not None else "the retriever process closed its connection"
+            code = None
+            if self._proc is not None:
+                self._proc.join(1.0)  # its socket closed because it exited: reaped in milliseconds
+                code = self._proc.exitcode
+            self.error = f"the retriever process exited (exit code {'unknown' if code is None else code})"
             logger.error("%s; /retrieve answers 500 from now on", self.error)
         for future in self._futures.values():
             if not future.done():

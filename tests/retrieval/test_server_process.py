@@ -75,6 +75,24 @@ def test_the_retriever_process_answers_byte_for_byte_as_the_thread_does():
         assert health["stats"]["requests"] == 2 * len(REQUESTS) and health["stats"]["retriever_calls"] >= 1
         # Refusals are the server process's own: they never reach the retriever.
         assert requests.post(process.url, json={"queries": "Rome"}, timeout=10).status_code == 422
+        child = process.app.state.worker.pid
+    # Stopping the server ends its retriever process.
+    deadline = time.monotonic() + 10
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(child)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is gone for every purpose but its exit status
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return True
 
 
 def test_a_retriever_object_is_copied_into_the_process_and_its_failures_give_500():
