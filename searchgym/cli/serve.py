@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import functools
 import logging
+import os
 
 from searchgym.errors import ConfigError
 
@@ -102,6 +103,9 @@ def _serve(args: argparse.Namespace) -> int:
     if config.retriever_process:
         # Built in the retriever process; checked here first, so that a bad flag fails before anything starts.
         _check_spec(args.retriever, args.corpus, args.index)
+        for flag, path in (("--corpus", args.corpus), ("--index", args.index)):
+            if path is not None and not os.path.exists(path):
+                raise ConfigError(f"{flag} {path}: no such file or folder")
         retriever = functools.partial(build_in_process, *spec)
         kind = args.retriever or ("dense" if args.index and not args.corpus else "bm25")
     else:

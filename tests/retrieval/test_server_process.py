@@ -137,3 +137,12 @@ def test_the_serve_command_builds_its_retriever_in_the_process(tmp_path):
     path = write_jsonl(tmp_path / "c.jsonl", Corpus(TEN_DOCS))
     factory = pickle.loads(pickle.dumps(functools.partial(build_in_process, None, str(path), None, str(tmp_path / "cache"), 1)))
     assert factory().describe()["kind"] == "bm25"
+
+
+def test_the_serve_command_refuses_missing_files_before_starting_anything(tmp_path):
+    from searchgym.cli import main
+
+    with pytest.raises(ConfigError, match="--corpus .*nowhere.jsonl: no such file"):
+        main(["serve", "--corpus", str(tmp_path / "nowhere.jsonl"), "--port", "0"])
+    with pytest.raises(ConfigError, match="--index .*no-index: no such file or folder"):
+        main(["serve", "--index", str(tmp_path / "no-index"), "--port", "0"])
