@@ -144,39 +144,56 @@ class ServerProcess:
         return f"http://127.0.0.1:{self.port}/retrieve"
 
     def rss_bytes(self) -> int | None:
-        """The server process's resident memory (Linux `/proc`; None elsewhere or once it has exited)."""
-        try:
-            with open(f"/proc/{self.proc.pid}/status") as f:
-                for line in f:
-                    if line.startswith("VmRSS:"):
-                        return int(line.split()[1]) * 1024
-        except OSError:
-            pass
-        return None
+        """Resident memory of the server: its process and every process it started (the retriever
+        process), from Linux `/proc`; None elsewhere or once it has exited. (Pages two of them share, such
+        as a memory-mapped index, count once for each.)"""
+        total = None
+        for pid in self._tree():
+            try:
+                with open(f"/proc/{pid}/status") as f:
+                    for line in f:
+                        if line.startswith("VmRSS:"):
+                            total = (total or 0) + int(line.split()[1]) * 1024
+            except OSError:  # exited meanwhile
+                pass
+        return total
 
     def cpu_seconds(self) -> float | None:
         """CPU time (user + system) the server has used so far: its process and every process it started
         (the retriever process), from Linux `/proc`; None elsewhere."""
+        ticks = None
+        for pid in self._tree():
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                ticks = (ticks or 0) + int(fields[11]) + int(fields[12])
+            except (OSError, ValueError, IndexError):
+                pass
+        return None if ticks is None else ticks / os.sysconf("SC_CLK_TCK")
+
+    def _tree(self) -> list[int]:
+        """The server's process id and those of its descendants (Linux `/proc`; empty elsewhere or once it
+        has exited)."""
+        parents = {}
         try:
-            stats = {}
-            for entry in os.listdir("/proc"):
-                if entry.isdigit():
-                    try:
-                        with open(f"/proc/{entry}/stat") as f:
-                            fields = f.read().rsplit(")", 1)[1].split()
-                    except OSError:  # exited meanwhile
-                        continue
-                    stats[int(entry)] = (int(fields[1]), int(fields[11]) + int(fields[12]))
-            tree, ticks = {self.proc.pid}, 0
-            for pid in sorted(stats):  # children have larger ids than their parents, unless ids wrapped
-                if pid in tree or stats[pid][0] in tree:
-                    tree.add(pid)
-                    ticks += stats[pid][1]
-            if self.proc.pid not in stats:
-                return None
-            return ticks / os.sysconf("SC_CLK_TCK")
-        except (OSError, ValueError, IndexError):
-            return None
+            entries = os.listdir("/proc")
+        except OSError:
+            return []
+        for entry in entries:
+            if entry.isdigit():
+                try:
+                    with open(f"/proc/{entry}/stat") as f:
+                        parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+                except (OSError, ValueError, IndexError):  # exited meanwhile
+                    continue
+        if self.proc.pid not in parents:
+            return []
+        tree, grew = {self.proc.pid}, True
+        while grew:
+            more = {pid for pid, parent in parents.items() if parent in tree and pid not in tree}
+            tree |= more
+            grew = bool(more)
+        return sorted(tree)
 
     def kill(self) -> None:
         """SIGKILL: the server gets no chance to close connections or finish requests."""
