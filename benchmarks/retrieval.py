@@ -21,9 +21,9 @@ both sides (`--threads 1`), which is fastest for one-query calls on a busy machi
 uses all cores. The throughput overhead is in-process queries/s over server queries/s, the server row's
 in-process and server rounds alternating `--rounds` times with each side keeping its best (other load on
 a shared machine then costs a round of either side, not one side). What it cannot equalize: the
-in-process side needs one core, while the server runs an event loop beside a retriever thread (BM25's
-numba kernel releases the GIL) and its load generator, this process, parses every answer on the same
-cores. On a small machine shared with other work the server side therefore gets less CPU per query
+in-process side needs one core, while the server runs two processes (`searchgym serve` puts the
+retriever in a process of its own, beside the one serving HTTP) and its load generator, this process,
+reads and checks every answer on the same cores. On a small machine shared with other work the server side therefore gets less CPU per query
 than it would with clients elsewhere; the closing lines also give each side's CPU time per query
 (in-process, the server process, the load generator), which do not depend on how the cores are shared.
 """
