@@ -54,9 +54,9 @@ def add_parser(subparsers) -> None:
     p.add_argument(
         "--retriever-process",
         action=argparse.BooleanOptionalAction,
-        default=True,
-        help="run the retriever in a process of its own, beside the HTTP server's (default); "
-        "--no-retriever-process keeps it in a thread of the server's process",
+        default=os.name == "posix",  # Unix socket pairs under asyncio: not on Windows
+        help="run the retriever in a process of its own, beside the HTTP server's (the default on Linux and "
+        "macOS); --no-retriever-process keeps it in a thread of the server's process",
     )
     for name in SERVER_FLAGS:
         flag = "--topk" if name == "default_topk" else f"--{name.replace('_', '-')}"

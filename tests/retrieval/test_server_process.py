@@ -146,3 +146,11 @@ def test_the_serve_command_refuses_missing_files_before_starting_anything(tmp_pa
         main(["serve", "--corpus", str(tmp_path / "nowhere.jsonl"), "--port", "0"])
     with pytest.raises(ConfigError, match="--index .*no-index: no such file or folder"):
         main(["serve", "--index", str(tmp_path / "no-index"), "--port", "0"])
+
+
+def test_the_serve_command_uses_the_retriever_process_unless_told_not_to():
+    from searchgym.cli import build_parser
+
+    parse = build_parser().parse_args
+    assert parse(["serve", "--corpus", "c.jsonl"]).retriever_process is (os.name == "posix")
+    assert parse(["serve", "--corpus", "c.jsonl", "--no-retriever-process"]).retriever_process is False
