@@ -189,6 +189,8 @@ class BatchStats:
     largest_batch: int = 0
     errors: int = 0
     busy_s: float = field(default=0.0)
+    restarts: int = 0
+    """Retriever processes started again after one died (`ServerConfig.retriever_process`)."""
 
 
 class _Batcher:

@@ -11,7 +11,9 @@ A message is two 4-byte big-endian lengths, a JSON header and a blob of bytes (J
 socket carries data, not code). To the child: `[job id, queries, k, return_scores]`. From the child: first
 `["ready", describe(), number of documents]` or `["failed", message]`, then per batch `[busy seconds,
 queries, [[job id, HTTP status, body length], ...]]` with the bodies, one after another, as the blob. When the child dies, every request in
-flight and every later one fails with a `RetrievalError` (HTTP 500), and `/health` says so.
+flight fails with a `RetrievalError` (HTTP 500), and so does every request until a new child, started at
+once (and again, with growing pauses, if that fails), is ready; `/health` answers 503 meanwhile and
+counts the restarts.
 """
 
 from __future__ import annotations
@@ -30,6 +32,10 @@ from typing import Any
 from searchgym.errors import RetrievalError
 
 logger = logging.getLogger(__name__)
+
+RESTART_PAUSE_S = 0.5
+"""Pause before restarting a retriever process that died; doubled after each failed restart."""
+RESTART_PAUSE_MAX_S = 60.0
 
 _LENGTHS = struct.Struct(">II")
 _READ = 1 << 20
@@ -152,10 +158,13 @@ class RetrieverProcess(asyncio.Protocol):
         self._out: list[bytes] = []
         self._transport: asyncio.Transport | None = None
         self._proc: multiprocessing.process.BaseProcess | None = None
+        self._stopping = False
+        self._restarting: asyncio.Task | None = None
 
     async def start(self, timeout_s: float | None = None) -> None:
         """Spawn the child and wait until its retriever is built and warm (or raise RetrievalError). A
         child that fails or dies while starting is noticed at once; `timeout_s` bounds one that hangs."""
+        self._buf.clear()  # whatever a dead predecessor left half-sent
         ours, theirs = socket.socketpair()
         ctx = multiprocessing.get_context("spawn")  # never fork a process that may hold threads
         self._proc = ctx.Process(target=_child_main, args=(theirs, self.factory, self.config), name="searchgym-retriever", daemon=True)
@@ -229,19 +238,40 @@ class RetrieverProcess(asyncio.Protocol):
 
     def connection_lost(self, exc) -> None:
         self._transport = None
-        if self.error is None:
+        if not self._stopping:
             code = None
             if self._proc is not None:
                 self._proc.join(1.0)  # its socket closed because it exited: reaped in milliseconds
                 code = self._proc.exitcode
-            self.error = f"the retriever process exited (exit code {'unknown' if code is None else code})"
-            logger.error("%s; /retrieve answers 500 from now on", self.error)
+            self.error = f"the retriever process exited (exit code {'unknown' if code is None else code}); restarting it"
+            logger.error("%s; /retrieve answers 500 until it is back", self.error)
+            self._restarting = asyncio.get_running_loop().create_task(self._restart(self.error))
         for future in self._futures.values():
             if not future.done():
-                future.set_exception(RetrievalError(self.error))
+                future.set_exception(RetrievalError(self.error or "the retriever process closed its connection"))
+
+    async def _restart(self, why: str) -> None:
+        """Start a new retriever process, again and again with growing pauses until one starts."""
+        pause = RESTART_PAUSE_S
+        while not self._stopping:
+            await asyncio.sleep(pause)
+            try:
+                await self.start()
+            except RetrievalError as e:
+                self.error = f"{why}; the last restart failed: {e}"
+                logger.error("%s; trying again in %.0f s", self.error, min(2 * pause, RESTART_PAUSE_MAX_S))
+                pause = min(2 * pause, RESTART_PAUSE_MAX_S)
+                continue
+            self.stats.restarts += 1
+            self.error = None
+            logger.warning("the retriever process is running again (restart %d)", self.stats.restarts)
+            return
 
     async def stop(self) -> None:
+        self._stopping = True
         self.error = self.error or "server shutting down"
+        if self._restarting is not None:
+            self._restarting.cancel()
         if self._transport is not None:
             self._transport.close()
         if self._proc is not None:
