@@ -477,6 +477,8 @@ async def run_clients(port, queries, k, clients, duration_s, max_requests, reque
     run = _Run(bodies, duration_s, max_requests, loop.create_future())
     pool = [_Client(run, port, request_timeout_s) for _ in range(clients)]
     run.open = len(pool)
+    if not pool:
+        run.done.set_result(None)
     cpu = time.process_time()
     for c in pool:
         c.send_next()

@@ -85,3 +85,13 @@ def test_no_server_is_errors_not_a_hang():
     start = time.monotonic()
     t = load_test(free_port(), ["q"], 3, clients=2, duration_s=0.3, max_requests=200, request_timeout_s=1.0)
     assert t.queries == 0 and t.errors == 200 and time.monotonic() - start < 3.0
+
+
+def test_no_clients_or_no_requests_end_at_once():
+    server = serve(lambda n: (200, json.dumps(GOOD).encode()))
+    try:
+        for clients, max_requests in ((0, 10), (3, 0)):
+            t = load_test(server.server_address[1], ["q"], 3, clients=clients, duration_s=5.0, max_requests=max_requests)
+            assert (t.queries, t.errors) == (0, 0) and t.seconds < 1.0
+    finally:
+        server.shutdown()
