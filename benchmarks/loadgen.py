@@ -234,13 +234,7 @@ async def _read_response(reader: asyncio.StreamReader) -> tuple[int, bytes]:
         head = await reader.readuntil(b"\r\n\r\n")
     except asyncio.LimitOverrunError as e:
         raise ValueError(f"response head over {e.consumed} bytes") from None
-    lines = head.split(b"\r\n")
-    status = int(lines[0].split()[1])
-    length = 0
-    for line in lines[1:]:
-        name, _, value = line.partition(b":")
-        if name.strip().lower() == b"content-length":
-            length = int(value)
+    status, length = _parse_head(head[:-4])
     return status, await reader.readexactly(length)
 
 

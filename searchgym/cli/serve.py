@@ -98,16 +98,15 @@ def _serve(args: argparse.Namespace) -> int:
 
     config = ServerConfig(**{name: getattr(args, name) for name in SERVER_FLAGS}, retriever_process=args.retriever_process)
     spec = (args.retriever, args.corpus, args.index, args.cache_dir, args.threads)
-    if args.threads is not None:
-        set_threads(args.threads)
     if config.retriever_process:
         # Built in the retriever process; checked here first, so that a bad flag fails before anything starts.
-        _check_spec(args.retriever, args.corpus, args.index)
+        kind = _check_spec(args.retriever, args.corpus, args.index)
+        if args.threads is not None:
+            _check_threads(args.threads)
         for flag, path in (("--corpus", args.corpus), ("--index", args.index)):
             if path is not None and not os.path.exists(path):
                 raise ConfigError(f"{flag} {path}: no such file or folder")
         retriever = functools.partial(build_in_process, *spec)
-        kind = args.retriever or ("dense" if args.index and not args.corpus else "bm25")
     else:
         retriever = build_in_process(*spec)
         kind = retriever.describe()["kind"]
@@ -125,10 +124,14 @@ def build_in_process(kind, corpus_path, index_dir, cache_dir, threads):
     return build_retriever(kind, corpus_path, index_dir, cache_dir)
 
 
-def set_threads(n: int) -> None:
-    """Limit torch (query encoding) and FAISS (OpenMP search) to `n` threads, where installed."""
+def _check_threads(n: int) -> None:
     if n < 1:
         raise ConfigError(f"--threads must be >= 1, got {n}")
+
+
+def set_threads(n: int) -> None:
+    """Limit torch (query encoding) and FAISS (OpenMP search) to `n` threads, where installed."""
+    _check_threads(n)
     try:
         import torch
 

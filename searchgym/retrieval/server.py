@@ -260,7 +260,7 @@ class _Batcher:
             outcome: list[list[list[Hit]]] | None = None
             error: Exception | None = None
             try:
-                outcome = self._search_groups(jobs)
+                outcome = search_groups(self.retriever, [(job.queries, job.k) for job in jobs])
             except Exception as e:  # a retriever failure fails this batch's requests, not the server
                 logger.exception("retriever failed on a batch of %d requests", len(jobs))
                 self.stats.errors += len(jobs)
@@ -283,31 +283,40 @@ class _Batcher:
 
     def _take(self) -> list[_Job]:
         """The next batch (called with the lock held)."""
-        jobs = [self._pending.popleft()]
-        total = len(jobs[0].queries)
-        while self._pending and total + len(self._pending[0].queries) <= self.config.max_batch_queries:
-            job = self._pending.popleft()
-            jobs.append(job)
-            total += len(job.queries)
+        jobs = take_batch(self._pending, self.config.max_batch_queries, lambda job: len(job.queries))
+        total = sum(len(job.queries) for job in jobs)
         self.stats.requests += len(jobs)
         self.stats.queries += total
         self.stats.retriever_calls += 1
         self.stats.largest_batch = max(self.stats.largest_batch, total)
         return jobs
 
-    def _search_groups(self, jobs: list[_Job]) -> list[list[list[Hit]]]:
-        """One retriever call per distinct k among the jobs (usually one), results split back per job."""
-        out: list[list[list[Hit]] | None] = [None] * len(jobs)
-        for k in sorted({j.k for j in jobs}):
-            members = [i for i, j in enumerate(jobs) if j.k == k]
-            queries = [q for i in members for q in jobs[i].queries]
-            hits = self.retriever.search(queries, k) if queries else []
-            pos = 0
-            for i in members:
-                n = len(jobs[i].queries)
-                out[i] = hits[pos : pos + n]
-                pos += n
-        return out  # type: ignore[return-value]
+
+def take_batch(pending: deque, limit: int, size: Callable[[Any], int]) -> list:
+    """Jobs from the front of `pending` (removed from it) while their queries add up to at most `limit`,
+    and always the first one, however large (it is capped per request)."""
+    jobs = [pending.popleft()]
+    total = size(jobs[0])
+    while pending and total + size(pending[0]) <= limit:
+        jobs.append(pending.popleft())
+        total += size(jobs[-1])
+    return jobs
+
+
+def search_groups(retriever: Retriever, requests: Sequence[tuple[list[str], int]]) -> list[list[list[Hit]]]:
+    """The hits for each (queries, k) request: one retriever call per distinct k among them (usually
+    one), the results split back per request."""
+    out: list[list[list[Hit]] | None] = [None] * len(requests)
+    for k in sorted({k for _, k in requests}):
+        members = [i for i, (_, kk) in enumerate(requests) if kk == k]
+        queries = [q for i in members for q in requests[i][0]]
+        hits = retriever.search(queries, k) if queries else []
+        pos = 0
+        for i in members:
+            n = len(requests[i][0])
+            out[i] = hits[pos : pos + n]
+            pos += n
+    return out  # type: ignore[return-value]
 
 
 def create_app(retriever: Retriever | Callable[[], Retriever], config: ServerConfig | None = None):

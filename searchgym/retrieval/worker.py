@@ -10,26 +10,28 @@ answers back in one message. The server's process only parses requests and write
 A message is two 4-byte big-endian lengths, a JSON header and a blob of bytes (JSON, never pickle: the
 socket carries data, not code). To the child: `[job id, queries, k, return_scores]`. From the child: first
 `["ready", describe(), number of documents]` or `["failed", message]`, then per batch `[busy seconds,
-queries, [[job id, HTTP status, body length], ...]]` with the bodies, one after another, as the blob. When the child dies, every request in
-flight fails with a `RetrievalError` (HTTP 500), and so does every request until a new child, started at
-once (and again, with growing pauses, if that fails), is ready; `/health` answers 503 meanwhile and
-counts the restarts.
+queries, [[job id, HTTP status, body length], ...]]` with the bodies, one after another, as the blob.
+
+When the child dies, every request in flight fails with a `RetrievalError` (HTTP 500), and so does every
+request until a new child, started at once (and again, with growing pauses, if that fails), is ready;
+`/health` answers 503 meanwhile and counts the restarts.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import multiprocessing
 import signal
 import socket
 import struct
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 from searchgym.errors import RetrievalError
+from searchgym.retrieval.server import _encode, _loads, _num_docs, _warm_up, render_results, search_groups, take_batch
 
 logger = logging.getLogger(__name__)
 
@@ -42,21 +44,8 @@ _READ = 1 << 20
 
 
 def _frame(header: Any, blob: bytes = b"") -> bytes:
-    from searchgym.retrieval.server import _encode  # compact JSON; lone surrogates escaped
-
-    data = _encode(header)
+    data = _encode(header)  # the server's JSON: compact, lone surrogates escaped (and read back by _loads)
     return _LENGTHS.pack(len(data), len(blob)) + data + blob
-
-
-def _decode(data: bytes) -> Any:
-    from searchgym.retrieval.server import orjson
-
-    if orjson is not None:
-        try:
-            return orjson.loads(data)
-        except orjson.JSONDecodeError:  # an escaped lone surrogate: the standard library reads it
-            pass
-    return json.loads(data)
 
 
 def _split(buf: bytearray) -> list[tuple[Any, bytes]]:
@@ -67,7 +56,7 @@ def _split(buf: bytearray) -> list[tuple[Any, bytes]]:
         if len(buf) - pos - 8 < n + m:
             break
         start = pos + 8
-        out.append((_decode(bytes(buf[start : start + n])), bytes(buf[start + n : start + n + m])))
+        out.append((_loads(bytes(buf[start : start + n])), bytes(buf[start + n : start + n + m])))
         pos = start + n + m
     del buf[:pos]
     return out
@@ -78,8 +67,6 @@ def _split(buf: bytearray) -> list[tuple[Any, bytes]]:
 
 def _child_main(sock: socket.socket, factory: Callable[[], Any], config: Any) -> None:
     """The retriever process: build, warm up, then answer batches until the server closes the socket."""
-    from searchgym.retrieval.server import _encode, _num_docs, _warm_up, render_results
-
     # Ctrl-C in a terminal reaches the whole process group: the server shuts down in order, and this
     # process ends when the server closes the socket (or dies), not with a traceback of its own.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -106,37 +93,27 @@ def _child_main(sock: socket.socket, factory: Callable[[], Any], config: Any) ->
                 buf += data
         except BlockingIOError:
             pass
-        jobs = [header for header, _ in _split(buf)]
+        jobs = deque(header for header, _ in _split(buf))
         while jobs:
-            batch, total = [], 0
-            while jobs and (not batch or total + len(jobs[0][1]) <= config.max_batch_queries):
-                batch.append(jobs.pop(0))
-                total += len(batch[-1][1])
+            batch = take_batch(jobs, config.max_batch_queries, lambda job: len(job[1]))
             started = time.perf_counter()
-            answers = _answer(retriever, batch, render_results, _encode)
+            answers = _answer(retriever, batch)
             sock.setblocking(True)
             index = [[job_id, status, len(body)] for job_id, status, body in answers]
-            sock.sendall(_frame([time.perf_counter() - started, total, index], b"".join(body for _, _, body in answers)))
+            queries = sum(len(job[1]) for job in batch)
+            sock.sendall(_frame([time.perf_counter() - started, queries, index], b"".join(body for _, _, body in answers)))
 
 
-def _answer(retriever, batch, render_results, encode) -> list[tuple[int, int, bytes]]:
-    """Each job's (id, status, body): one retriever call per distinct k."""
-    out = []
-    for k in sorted({job[2] for job in batch}):
-        members = [job for job in batch if job[2] == k]
-        queries = [q for job in members for q in job[1]]
-        try:
-            hits = retriever.search(queries, k) if queries else []
-        except Exception as e:  # a retriever failure fails this batch's requests, not the server
-            logger.exception("retriever failed on a batch of %d requests", len(members))
-            body = encode({"detail": f"retrieval failed: {type(e).__name__}: {e}"})
-            out += [(job[0], 500, body) for job in members]
-            continue
-        pos = 0
-        for job_id, qs, _, return_scores in members:
-            out.append((job_id, 200, encode(render_results(hits[pos : pos + len(qs)], return_scores))))
-            pos += len(qs)
-    return out
+def _answer(retriever, batch: list) -> list[tuple[int, int, bytes]]:
+    """Each job's (id, status, encoded body). A retriever failure fails the batch's requests (HTTP 500),
+    not the process, as in the server's own retriever thread."""
+    try:
+        hits = search_groups(retriever, [(queries, k) for _, queries, k, _ in batch])
+    except Exception as e:
+        logger.exception("retriever failed on a batch of %d requests", len(batch))
+        body = _encode({"detail": f"retrieval failed: {type(e).__name__}: {e}"})
+        return [(job[0], 500, body) for job in batch]
+    return [(job_id, 200, _encode(render_results(rows, return_scores))) for (job_id, _, _, return_scores), rows in zip(batch, hits)]
 
 
 # -- the server's side --------------------------------------------------------------------------------
@@ -161,9 +138,9 @@ class RetrieverProcess(asyncio.Protocol):
         self._stopping = False
         self._restarting: asyncio.Task | None = None
 
-    async def start(self, timeout_s: float | None = None) -> None:
+    async def start(self) -> None:
         """Spawn the child and wait until its retriever is built and warm (or raise RetrievalError). A
-        child that fails or dies while starting is noticed at once; `timeout_s` bounds one that hangs."""
+        child that fails or dies while starting is noticed at once; one that hangs is waited for."""
         self._buf.clear()  # whatever a dead predecessor left half-sent
         ours, theirs = socket.socketpair()
         ctx = multiprocessing.get_context("spawn")  # never fork a process that may hold threads
@@ -172,12 +149,11 @@ class RetrieverProcess(asyncio.Protocol):
         theirs.close()
         loop = asyncio.get_running_loop()
         try:
-            hello = await asyncio.wait_for(loop.run_in_executor(None, _read_one, ours), timeout_s)
-        except (asyncio.TimeoutError, OSError, EOFError) as e:
+            hello = await loop.run_in_executor(None, _read_one, ours)
+        except (OSError, EOFError) as e:
             self._kill()
             ours.close()
-            why = f"did not start within {timeout_s:g} s" if isinstance(e, asyncio.TimeoutError) else f"exited while starting ({e})"
-            raise RetrievalError(f"the retriever process {why}") from None
+            raise RetrievalError(f"the retriever process exited while starting ({e})") from None
         if hello[0] != "ready":
             self._kill()
             ours.close()
