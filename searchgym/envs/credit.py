@@ -19,6 +19,13 @@ from searchgym.judges.base import Judge, JudgeRequest, SearchRound, Verdict, emp
 logger = logging.getLogger(__name__)
 
 
+def _checked(judge: Judge, verdict: object) -> Verdict:
+    if isinstance(verdict, Verdict):
+        return verdict
+    logger.warning("judge %r returned a %s instead of a Verdict", getattr(judge, "name", "?"), type(verdict).__name__)
+    return Verdict.failure("exception", f"judge returned a {type(verdict).__name__}")
+
+
 def safe_label(judge: Judge, requests: Sequence[JudgeRequest]) -> list[Verdict]:
     """`judge.label(requests)`, with every way it can go wrong turned into failure verdicts."""
     if not requests:
@@ -32,7 +39,7 @@ def safe_label(judge: Judge, requests: Sequence[JudgeRequest]) -> list[Verdict]:
         got = len(verdicts) if isinstance(verdicts, list) else type(verdicts).__name__
         logger.warning("judge %r returned %s verdicts for %d rounds", getattr(judge, "name", "?"), got, len(requests))
         return [Verdict.failure("count_mismatch", f"judge returned {got} verdicts for {len(requests)} rounds")] * len(requests)
-    return [v if isinstance(v, Verdict) else Verdict.failure("exception", f"judge returned a {type(v).__name__}") for v in verdicts]
+    return [_checked(judge, v) for v in verdicts]
 
 
 class EpisodeCredit:
@@ -50,6 +57,16 @@ class EpisodeCredit:
         self.matcher = EntityMatcher(record.gold_entities, also=also) if match_entities and record.gold_entities else None
         if self.matcher is not None and not self.matcher.gold:
             self.matcher = None  # every gold entity normalizes to nothing: there is nothing to match
+        # A synchronous judge that can follow one episode (`start`) labels its rounds in order; the others
+        # get a `JudgeRequest` per round. A `start` that raises leaves the per-round requests.
+        self.session = None
+        start = getattr(judge, "start", None) if judge is not None and not deferred else None
+        if callable(start):
+            try:
+                self.session = start(record, gold_docs_searchable)
+            except Exception as e:  # noqa: BLE001 - reset must not fail because of a judge
+                logger.warning("judge %r could not start an episode (%s: %s); labelling round by round",
+                               getattr(judge, "name", "?"), type(e).__name__, e)
         self.rounds: list[SearchRound] = []
         self.pending: list[tuple[int, JudgeRequest]] = []
         self.labels: list[TurnLabels | None] = []
@@ -66,15 +83,25 @@ class EpisodeCredit:
         labels: TurnLabels | None = None
         if self.judge is not None:
             rnd = SearchRound(thinking=thinking, query=query, docs=tuple(docs))
-            request = JudgeRequest(self.record, rnd, tuple(self.rounds), turn, self.gold_docs_searchable)
-            if self.deferred:
-                self.pending.append((turn, request))
-                labels = empty_turn_labels(self.judge.name, deferred=True, pending=True)
+            if self.session is not None:
+                labels = to_turn_labels(self._session_label(rnd), self.judge.name, deferred=False)
             else:
-                labels = to_turn_labels(safe_label(self.judge, [request])[0], self.judge.name, deferred=False)
+                request = JudgeRequest(self.record, rnd, tuple(self.rounds), turn, self.gold_docs_searchable)
+                if self.deferred:
+                    self.pending.append((turn, request))
+                    labels = empty_turn_labels(self.judge.name, deferred=True, pending=True)
+                else:
+                    labels = to_turn_labels(safe_label(self.judge, [request])[0], self.judge.name, deferred=False)
             self.rounds.append(rnd)  # the history of later rounds' judge requests
         self.labels.append(labels)
         return labels, entities
+
+    def _session_label(self, rnd: SearchRound) -> Verdict:
+        try:
+            return _checked(self.judge, self.session.label(rnd))
+        except Exception as e:  # noqa: BLE001 - step must not raise for a judge; the failure is recorded instead
+            logger.warning("judge %r raised %s: %s; labelling the round as failed", getattr(self.judge, "name", "?"), type(e).__name__, e)
+            return Verdict.failure("exception", f"{type(e).__name__}: {e}")
 
     def other_turn(self, thinking: str) -> tuple[TurnLabels | None, EntityMatches | None]:
         """An answer or invalid turn: its thinking still counts for entity matching; no judge labels."""

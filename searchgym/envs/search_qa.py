@@ -19,7 +19,7 @@ from searchgym.judges.base import Judge, resolve_judge
 from searchgym.protocol import Action, ActionProtocol, resolve_protocol
 from searchgym.rankers import Ranker, resolve_ranker
 from searchgym.retrieval import Hit, Retriever, resolve_retriever
-from searchgym.rewards import answer_scores, cover_exact_match, exact_match, f1_score, format_valid, resolve_answer_reward
+from searchgym.rewards import actions_valid, answer_scores, cover_exact_match, exact_match, f1_score, resolve_answer_reward, turn_action
 from searchgym.rewards.answer import AnswerReward
 
 logger = logging.getLogger(__name__)
@@ -157,6 +157,8 @@ class SearchQAEnv(gym.Env[str, str]):
         self.done = True
         self.transcript: list[tuple[str, str]] = []
         self.turn_infos: list[StepInfo] = []
+        self._turn_actions: list[str | None] = []
+        """`turn_action` of each agent turn so far (what `format_valid` combines)."""
         self._credit: EpisodeCredit | None = None
 
     # -- Gymnasium API ----------------------------------------------------------------------------------
@@ -168,6 +170,7 @@ class SearchQAEnv(gym.Env[str, str]):
         self.turn = 0
         self.done = False
         self.turn_infos = []
+        self._turn_actions = []
         self._credit = EpisodeCredit(self.record, self.judge, deferred=self.judge_deferred,
                                      match_entities=self.match_entities, gold_docs_searchable=self._gold_docs_searchable(index))
         prompt = self.protocol.render_prompt(self.record.question)
@@ -200,7 +203,10 @@ class SearchQAEnv(gym.Env[str, str]):
             else:
                 observation = self.protocol.render_invalid(parsed)
             info["labels"], info["entities"] = self._credit.other_turn(parsed.thinking)
-        self.transcript.append(("agent", action if isinstance(action, str) else repr(action)))
+        text = action if isinstance(action, str) else repr(action)
+        self.transcript.append(("agent", text))
+        # Checked now, while the text is fresh in the CPU cache, rather than all turns at the end.
+        self._turn_actions.append(turn_action(text))
         info["reward"]["total"] = reward
         self.turn += 1
         truncated = not terminated and self.turn >= self.max_turns
@@ -331,7 +337,7 @@ class SearchQAEnv(gym.Env[str, str]):
             "em": last.get("em", 0.0),
             "f1": last.get("f1", 0.0),
             "cover_em": last.get("cover_em", 0.0),
-            "format_valid": answered and format_valid([text for role, text in self.transcript if role == "agent"]),
+            "format_valid": answered and actions_valid(self._turn_actions),
             "turn_labels": turn_labels,
             "judge_failures": judge_failures,
             "entity_rate": self._credit.entity_rate,

@@ -85,6 +85,12 @@ class Judge(Protocol):
     names besides the gold entities it looks for; the env's entity matcher then scans each text and
     shown document once for both (`GoldJudge` does; see `searchgym.entities.prepare_gold`). The env
     calls it when an episode starts (at `reset`), so it is also where a judge prepares a record.
+
+    Optional too: `start(record, gold_docs_searchable)`, returning an object whose `label(round)` labels
+    one episode's rounds in order, each with the verdict `label` would give for a request holding the
+    rounds before it, or None to be labelled through `label`. A synchronous env labels through it when
+    the judge has it (`GoldJudge` does: it then carries what earlier rounds showed along instead of
+    looking it up at every step).
     """
 
     name: str

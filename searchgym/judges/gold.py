@@ -52,7 +52,7 @@ from searchgym.entities import PhraseSet, cache_generation, normalize_entity, pr
 from searchgym.errors import ConfigError
 from searchgym.judges.base import JudgeRequest, SearchRound, Verdict
 
-__all__ = ["GoldJudge", "GoldJudgeConfig"]
+__all__ = ["GoldEpisode", "GoldJudge", "GoldJudgeConfig"]
 
 Basis = Literal["doc_ids", "titles", "answers"]
 
@@ -183,14 +183,27 @@ class GoldJudge:
         return [self.judge(r) for r in requests]
 
     def basis(self, request: JudgeRequest) -> Basis:
+        return self._basis(request.record, request.gold_docs_searchable)
+
+    def _basis(self, rec: QARecord, gold_docs_searchable: bool | None) -> Basis:
         if self.config.relevance != "auto":
             return self.config.relevance
-        rec = request.record
-        if rec.gold_docs and request.gold_docs_searchable is not False:
+        if rec.gold_docs and gold_docs_searchable is not False:
             return "doc_ids"
         if rec.gold_titles:
             return "titles"
         return "answers"
+
+    def start(self, record: QARecord, gold_docs_searchable: bool | None = None) -> GoldEpisode | None:
+        """A judge for one episode's rounds, labelled in order: `episode.label(round)` is the verdict that
+        `judge(JudgeRequest(record, round, <the rounds labelled before>, ..., gold_docs_searchable))`
+        gives, but what the earlier rounds showed is carried along instead of looked up per request. The
+        env labels synchronously through this (see `searchgym.judges.base.Judge`).
+
+        None when a subclass redefines `label`: its rounds then go through that `label`."""
+        if type(self).label is not GoldJudge.label:
+            return None
+        return GoldEpisode(self, self._gold(record), self._basis(record, gold_docs_searchable))
 
     def _gold(self, rec: QARecord) -> _Gold:
         # Reads take no lock: one dict lookup is atomic, and the identity check catches a reused id.
@@ -230,8 +243,15 @@ class GoldJudge:
         hit = self._states.get(key)
         if hit is not None and hit[0] is rec and hit[1] == history:
             return hit[2]
-        prev = self._seen(rec, gold, basis, history[:-1])
-        last = history[-1]
+        state = self._advance(gold, basis, self._seen(rec, gold, basis, history[:-1]), history[-1])
+        with self._lock:
+            self._states[key] = (rec, history, state)
+            while len(self._states) > _STATES:
+                self._states.popitem(last=False)
+        return state
+
+    def _advance(self, gold: _Gold, basis: Basis, prev: _Seen, last: SearchRound) -> _Seen:
+        """What was seen before `last`, and then `last`."""
         names, name_set = gold.names, gold.name_set
         grounded: list[str] = []
         keys: list[str] = []
@@ -243,34 +263,31 @@ class GoldJudge:
             if k is not None:
                 keys.append(k)
                 resolved.append(normalize_entity(doc.title))
-        state = _Seen(prev.keys.union(keys), prev.resolved.union(resolved), prev.grounded.union(grounded),
-                      prev.queries | {normalize_entity(last.query)})
-        with self._lock:
-            self._states[key] = (rec, history, state)
-            while len(self._states) > _STATES:
-                self._states.popitem(last=False)
-        return state
+        return _Seen(prev.keys.union(keys), prev.resolved.union(resolved), prev.grounded.union(grounded),
+                     prev.queries | {normalize_entity(last.query)})
 
     def judge(self, request: JudgeRequest) -> Verdict:
         rec = request.record
         gold = self._gold(rec)
         basis = self.basis(request)
         history = request.history if isinstance(request.history, tuple) else tuple(request.history)
-        seen = self._seen(rec, gold, basis, history)
+        return self._verdict(gold, basis, self._seen(rec, gold, basis, history), request.round)
+
+    def _verdict(self, gold: _Gold, basis: Basis, seen: _Seen, rnd: SearchRound) -> Verdict:
+        """The labels of `rnd`, after rounds that showed `seen`."""
         new = None  # the first shown document that is relevant and new
-        for d in request.round.docs:
+        for d in rnd.docs:
             k = self._key(basis, gold, d)
             if k is not None and k not in seen.keys:
                 new = d.id
                 break
         u = int(new is not None)
         u_why = f"u=1: new relevant document {new} ({basis})" if u else f"u=0: no new relevant document ({basis})"
-        v, v_why = self._reasoning(request, gold, basis, seen)
+        v, v_why = self._reasoning(rnd, gold, basis, seen)
         return Verdict(u, v, f"{u_why}; {v_why}")
 
-    def _reasoning(self, request: JudgeRequest, gold: _Gold, basis: Basis, seen: _Seen) -> tuple[int, str]:
+    def _reasoning(self, rnd: SearchRound, gold: _Gold, basis: Basis, seen: _Seen) -> tuple[int, str]:
         # Plain loops rather than comprehensions: this runs at every search step.
-        rnd = request.round
         grounded, names = seen.grounded, gold.names
         named = [names[i] for i in gold.name_set.find(rnd.query)]
         for i in gold.name_set.find(rnd.thinking):
@@ -309,3 +326,23 @@ class GoldJudge:
         if overlap >= self.config.min_question_overlap:
             return 1, f"v=1: query rephrases the question ({overlap:.2f} overlap)"
         return 0, f"v=0: query is off the question ({overlap:.2f} overlap)"
+
+
+class GoldEpisode:
+    """`GoldJudge.start`: one episode's rounds, labelled in order."""
+
+    __slots__ = ("_judge", "_gold", "_basis", "_seen", "_last")
+
+    def __init__(self, judge: GoldJudge, gold: _Gold, basis: Basis):
+        self._judge, self._gold, self._basis = judge, gold, basis
+        self._seen = gold.start
+        self._last: SearchRound | None = None
+        """The round labelled last; added to `_seen` when the next one comes (an episode's last round
+        is then never scanned for what it showed)."""
+
+    def label(self, rnd: SearchRound) -> Verdict:
+        judge, gold, basis = self._judge, self._gold, self._basis
+        if self._last is not None:
+            self._seen = judge._advance(gold, basis, self._seen, self._last)
+        self._last = rnd
+        return judge._verdict(gold, basis, self._seen, rnd)

@@ -16,11 +16,12 @@ from searchgym.rewards.answer import (
     resolve_answer_reward,
     token_f1,
 )
-from searchgym.rewards.format import format_valid
+from searchgym.rewards.format import actions_valid, format_valid, turn_action
 
 __all__ = [
     "ANSWER_REWARDS",
     "AnswerReward",
+    "actions_valid",
     "answer_scores",
     "cover_exact_match",
     "exact_match",
@@ -29,4 +30,5 @@ __all__ = [
     "normalize_answer",
     "resolve_answer_reward",
     "token_f1",
+    "turn_action",
 ]

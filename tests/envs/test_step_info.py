@@ -157,6 +157,39 @@ def test_judge_failures_never_raise_and_are_counted(behaviour, error, mode):
     assert infos[-1]["reward"]["total"] == 1.0  # the episode itself is unaffected
 
 
+class BrokenEpisodes(GoldJudge):
+    """A GoldJudge whose per-episode labelling (`start`) goes wrong in one of several ways."""
+
+    def __init__(self, behaviour):
+        super().__init__()
+        self.behaviour = behaviour
+
+    def start(self, record, gold_docs_searchable=None):
+        if self.behaviour == "start_raises":
+            raise RuntimeError("cannot start")
+        behaviour = self.behaviour
+
+        class Episode:
+            def label(self, rnd):
+                return 1 / 0 if behaviour == "label_raises" else "not a verdict"
+
+        return Episode()
+
+
+def test_a_judge_that_cannot_start_an_episode_labels_round_by_round():
+    infos = play(make_env(judge=BrokenEpisodes("start_raises"), judge_mode="sync"), GOOD)
+    assert [values(t) for t in infos[-1]["episode"]["turn_labels"]] == [(1, 1, 1), (1, 1, 1), (None, None, None)]
+    assert infos[-1]["episode"]["judge_failures"] == 0
+
+
+@pytest.mark.parametrize("behaviour", ["label_raises", "label_junk"])
+def test_episode_labelling_failures_never_raise_and_are_counted(behaviour):
+    infos = play(make_env(judge=BrokenEpisodes(behaviour), judge_mode="sync"), GOOD)
+    for t in infos[-1]["episode"]["turn_labels"][:2]:
+        assert t["failed"] and t["error"] == "exception" and values(t) == (0, 0, 0)
+    assert infos[-1]["episode"]["judge_failures"] == 2 and infos[-1]["reward"]["total"] == 1.0
+
+
 def test_invalid_turn_thinking_counts_for_entities():
     infos = play(make_env(judge="gold"), ["<think>Maybe Rome?</think> no action here", GOOD[0]])
     assert infos[0]["invalid_action"] and values(infos[0]["labels"]) == (None, None, None)

@@ -1,13 +1,19 @@
 """GoldJudge on hand-built rounds; every expected label is worked out next to the case."""
 
+from pathlib import Path
+
 import pytest
+
+import searchgym.judges
 
 from searchgym.data.records import QARecord
 from searchgym.errors import ConfigError
 from searchgym.judges import GoldJudge, GoldJudgeConfig
+from searchgym.judges.calibration import load_labelled_rounds
 from tests.judges.helpers import BRIDGE, doc, req, rnd
 
 J = GoldJudge()
+SHIPPED = Path(searchgym.judges.__file__).parent / "data" / "synthetic_rounds.jsonl"
 
 # Round 0 of a good trajectory: rephrases the question, gets Rome's document (gold d1) for the first time.
 R0 = rnd("capital of Italy", "d1", "d0", thinking="I need the capital of Italy first.")
@@ -123,3 +129,32 @@ def test_names_for_gives_titles_and_answers_and_prepares_the_record_at_reset():
         a, b = asked.judge(request), GoldJudge().judge(request)
         assert (a.retrieval_utility, a.reasoning_correctness, a.analysis) == (b.retrieval_utility, b.reasoning_correctness, b.analysis)
     assert asked.judge(req(rec, first)).retrieval_utility == 1  # d1 is gold and new
+
+
+def test_an_episode_session_gives_the_verdicts_of_per_round_requests():
+    # `start` carries what earlier rounds showed along; `judge` works it out from the request's history.
+    # Over the shipped synthetic set (gold and distractor documents, repeats, guesses, off-question
+    # queries), under each evidence basis, the two agree on every round, reasons included.
+    rounds = load_labelled_rounds(SHIPPED)
+    assert len(rounds) == 94 and sum(len(lr.request.history) > 0 for lr in rounds) > 40
+    for relevance in ("auto", "titles", "answers"):
+        judge = GoldJudge(GoldJudgeConfig(relevance=relevance))
+        verdicts = set()
+        for lr in rounds:
+            request = lr.request
+            episode = GoldJudge(judge.config).start(request.record, request.gold_docs_searchable)
+            for earlier in request.history:
+                episode.label(earlier)
+            verdict = episode.label(request.round)
+            assert verdict == judge.judge(request)
+            verdicts.add((verdict.retrieval_utility, verdict.reasoning_correctness))
+        assert verdicts == {(0, 0), (0, 1), (1, 0), (1, 1)}
+
+
+def test_a_subclass_that_redefines_label_is_labelled_through_it():
+    class Noting(GoldJudge):
+        def label(self, requests):
+            return super().label(requests)
+
+    assert Noting().start(BRIDGE) is None
+    assert GoldJudge().start(BRIDGE) is not None
