@@ -205,30 +205,35 @@ class PhraseSet:
         return len(self.phrases)
 
     def find(self, text: str) -> list[int]:
-        """Indices of the phrases that occur in `text` (raw, not normalized), in phrase order.
+        """Indices of the phrases that occur in `text` (raw, not normalized), in phrase order."""
+        return list(self.indices(text))
+
+    def indices(self, text: str) -> tuple[int, ...]:
+        """`find` as a tuple, the one remembered (no copy: the entity matcher and `GoldJudge` call this
+        several times per step).
 
         The last few texts are remembered: within one step the entity matcher and `GoldJudge` look for
         one question's names in the same thinking text and query.
         """
         if not self.phrases or not text:
-            return []
+            return ()
         found = self._texts.get(text)
         if found is None:
             found = tuple(self._scan(text))
             if len(self._texts) >= _TEXTS_REMEMBERED:
                 self._texts.clear()
             self._texts[text] = found
-        return list(found)
+        return found
 
-    def find_document(self, title: str, text: str) -> list[int]:
-        """`find(f"{title} {text}")`: a document as it is shown, title then body.
+    def find_document(self, title: str, text: str) -> tuple[int, ...]:
+        """`indices(f"{title} {text}")`: a document as it is shown, title then body.
 
         Remembered per phrase set, by the title and text objects (whose hashes Python keeps): the
         rollouts of one question show its documents again and again, and a question's phrase sets are
         kept while it is asked (`prepare_gold`, `GoldJudge`). At most `_DOCUMENTS_REMEMBERED` per set.
         """
         if not self.phrases:
-            return []
+            return ()
         key = (title, text)
         found = self._documents.get(key)
         if found is None:
@@ -236,7 +241,7 @@ class PhraseSet:
             if len(self._documents) >= _DOCUMENTS_REMEMBERED:
                 self._documents.clear()
             self._documents[key] = found
-        return list(found)
+        return found
 
     def _scan(self, text: str) -> list[int]:
         if text.isascii():
@@ -317,7 +322,7 @@ class EntityMatcher:
         phrases, gold, matched = self._phrases, self.gold, self._matched
         m = len(gold)
         new = []
-        for i in phrases.find(thinking):
+        for i in phrases.indices(thinking):
             if i < m and gold[i] not in matched:
                 new.append(gold[i])
         if new:
@@ -325,18 +330,18 @@ class EntityMatcher:
             self.matched.extend(new)
         in_docs: set[int] = set()
         for doc in docs:
-            in_docs.update(phrases.find(doc) if isinstance(doc, str) else phrases.find_document(doc.title, doc.text))
+            in_docs.update(phrases.indices(doc) if isinstance(doc, str) else phrases.find_document(doc.title, doc.text))
         return {
             "gold": gold.copy(),
             "matched_thinking": self.matched.copy(),
             "new_in_thinking": new,
-            "in_query": _pick(gold, phrases.find(query)) if query else [],
+            "in_query": _pick(gold, phrases.indices(query)) if query else [],
             "in_docs": _pick(gold, sorted(in_docs)),
             "rate": len(self.matched) / len(gold) if gold else 0.0,
         }
 
 
-def _pick(names: list[str], indices: list[int]) -> list[str]:
+def _pick(names: list[str], indices: Sequence[int]) -> list[str]:
     """`names` at `indices`, skipping the indices past them (the names a judge shares the scans for)."""
     m = len(names)
     return [names[i] for i in indices if i < m] if indices else []

@@ -159,7 +159,7 @@ def test_documents_are_searched_as_title_then_text():
 
     ps = PhraseSet(["new york", "york city"])
     doc = Document("d", "New", "York City is large.")
-    assert ps.find_document(doc.title, doc.text) == ps.find("New York City is large.") == [0, 1]
+    assert ps.find_document(doc.title, doc.text) == ps.indices("New York City is large.") == (0, 1)
     m = EntityMatcher(["New York", "Boston"])
     assert m.update("", "q", [doc])["in_docs"] == m.update("", "q", ["New York City is large."])["in_docs"] == ["New York"]
 

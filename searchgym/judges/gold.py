@@ -289,8 +289,8 @@ class GoldJudge:
     def _reasoning(self, rnd: SearchRound, gold: _Gold, basis: Basis, seen: _Seen) -> tuple[int, str]:
         # Plain loops rather than comprehensions: this runs at every search step.
         grounded, names = seen.grounded, gold.names
-        named = [names[i] for i in gold.name_set.find(rnd.query)]
-        for i in gold.name_set.find(rnd.thinking):
+        named = [names[i] for i in gold.name_set.indices(rnd.query)]
+        for i in gold.name_set.indices(rnd.thinking):
             if names[i] not in grounded:
                 return 0, f"v=0: mentions {names[i]!r} before any evidence showed it"
         for n in named:
