@@ -330,18 +330,21 @@ class EntityMatcher:
             self.matched.extend(new)
         in_docs: set[int] = set()
         for doc in docs:
-            in_docs.update(phrases.indices(doc) if isinstance(doc, str) else phrases.find_document(doc.title, doc.text))
+            found = phrases.indices(doc) if isinstance(doc, str) else phrases.find_document(doc.title, doc.text)
+            if found:
+                in_docs.update(found)
+        in_query = phrases.indices(query) if query else ()
         return {
             "gold": gold.copy(),
             "matched_thinking": self.matched.copy(),
             "new_in_thinking": new,
-            "in_query": _pick(gold, phrases.indices(query)) if query else [],
-            "in_docs": _pick(gold, sorted(in_docs)),
-            "rate": len(self.matched) / len(gold) if gold else 0.0,
+            "in_query": _pick(gold, in_query) if in_query else [],
+            "in_docs": _pick(gold, sorted(in_docs)) if in_docs else [],
+            "rate": len(self.matched) / m if m else 0.0,
         }
 
 
 def _pick(names: list[str], indices: Sequence[int]) -> list[str]:
     """`names` at `indices`, skipping the indices past them (the names a judge shares the scans for)."""
     m = len(names)
-    return [names[i] for i in indices if i < m] if indices else []
+    return [names[i] for i in indices if i < m]

@@ -22,6 +22,11 @@ SEARCH_R1_TEMPLATE = (
 """Search-R1's instruction prompt, kept word for word (typo included) so that checkpoints trained on it
 see the prompt they expect."""
 
+_new_action = tuple.__new__
+"""`_new_action(Action, (kind, thinking, query, answer, invalid_reason))` is `Action(...)` without the
+named tuple's generated `__new__` and its keyword handling: a third of the cost, for the two actions
+built at nearly every step."""
+
 _ANY_TAG = re.compile(r"</?(?:think|search|answer|information)>")
 
 
@@ -77,6 +82,9 @@ def _strip_tags(text: str) -> str:
     return (_ANY_TAG.sub(" ", text) if "<" in text else text).strip()
 
 
+_ACTIONS = ("search", "answer")
+
+
 class TagProtocol:
     """Search-R1 tags. The first complete `<search>` or `<answer>` pair is the action; text after it is
     ignored, as Search-R1 stops generation at the closing tag."""
@@ -91,7 +99,7 @@ class TagProtocol:
         return format_prompt(self.template, question)
 
     def parse(self, text: str) -> Action:
-        found = first_complete_tag(text, ("search", "answer"))
+        found = first_complete_tag(text, _ACTIONS)
         if found is None:
             return Action("invalid", thinking=extract_thinking(text), invalid_reason="no_action")
         name, tag_start, content_start, content_end = found
@@ -107,10 +115,10 @@ class TagProtocol:
                 return Action("invalid", thinking=thinking, invalid_reason="empty_query")
             if len(content) > self.max_query_chars:
                 return Action("invalid", thinking=thinking, invalid_reason="query_too_long")
-            return Action("search", thinking=thinking, query=content)
+            return _new_action(Action, ("search", thinking, content, None, None))
         if not content:
             return Action("invalid", thinking=thinking, invalid_reason="empty_answer")
-        return Action("answer", thinking=thinking, answer=content)
+        return _new_action(Action, ("answer", thinking, None, content, None))
 
     def render_documents(self, documents: Sequence[Document]) -> str:
         lines = [f"Doc {i}(Title: {doc.title}) {doc.text}" for i, doc in enumerate(documents, 1)]
