@@ -7,10 +7,12 @@ questions (the searches a competent agent makes), this prints in one run:
 2. the top-10 overlap between the two (bm25s with `method="robertson"`, the idf rank-bm25's BM25Okapi
    uses; and with searchgym's default `lucene`);
 3. env steps/s with a scripted agent replaying oracle trajectories, against the bare retriever answering
-   the same searches (the env retrieves a 50-candidate pool and shows 3), as a time ratio. The env's
-   time is everything `reset` and `step` do (parsing, retrieval, info, rendering, entity matching,
-   scoring the answer); the bare retriever's is `search([q], 50)` for each of the episode's searches.
-   The two alternate episode by episode, and each episode counts with its fastest of `--repeats`.
+   the same searches (the env retrieves a 50-candidate pool and shows 3), as a time ratio: first the env
+   loop alone (the 1.3x target), then with gold-entity matching on, as it is by default (what matching and
+   the gold judge add is `benchmarks.judge_overhead`'s target). The env's time is everything `reset`
+   and `step` do (parsing, retrieval, info, rendering, entity matching when on, scoring the answer); the
+   bare retriever's is `search([q], 50)` for each of the episode's searches. The two alternate episode by
+   episode, and each episode counts with its fastest of `--repeats`.
 
     python -m benchmarks.bm25 [--passages 100000] [--rank-bm25-queries 40] [--repeats 5] [--no-entities]
 """
@@ -58,6 +60,40 @@ def _overlap(a: list, b: list, k: int = 10) -> float:
     return float(np.mean(scores))
 
 
+def _env_against_bare(env, retriever, scripts, episode_searches, repeats) -> tuple[float, float, int]:
+    """Seconds the env takes to replay `scripts` and the bare retriever to answer the same searches (the
+    same candidate pool), and the env's step count.
+
+    Episode by episode the two take turns, in alternating order, and each episode counts with its fastest
+    repeat on each side: other processes only ever add time, and a burst of it then lands on one repeat
+    of one episode, not on one side's whole run."""
+
+    def env_episode(i: int, turns: list[str]) -> tuple[float, int]:
+        steps, start = 0, time.perf_counter()
+        env.reset(options={"index": i})
+        for turn in turns:
+            _, _, term, trunc, _ = env.step(turn)
+            steps += 1
+            if term or trunc:
+                break
+        return time.perf_counter() - start, steps
+
+    for i, turns in scripts[:50]:
+        env_episode(i, turns)
+    best_env, best_bare = [float("inf")] * len(scripts), [float("inf")] * len(scripts)
+    n_steps = 0
+    for rep in range(repeats):
+        for (i, turns), searches in zip(scripts, episode_searches):
+            for side in ("env", "bare") if (i + rep) % 2 == 0 else ("bare", "env"):
+                if side == "env":
+                    elapsed, steps = env_episode(i, turns)
+                    best_env[i] = min(best_env[i], elapsed)
+                    n_steps += steps if rep == 0 else 0
+                else:
+                    best_bare[i] = min(best_bare[i], _timed_search(retriever, searches, env.candidates, batch=1, keep=False)[0])
+    return sum(best_env), sum(best_bare), n_steps
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="bm25s vs rank-bm25, and env overhead")
     p.add_argument("--passages", type=int, default=100_000)
@@ -65,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rank-bm25-queries", type=int, default=40, help="rank-bm25 scores every passage per query: keep this small")
     p.add_argument("--repeats", type=int, default=5, help="env / bare-retriever repeats; each episode keeps its fastest")
     p.add_argument("--entities", action=argparse.BooleanOptionalAction, default=True,
-                   help="gold-entity matching in the env (on by default; --no-entities measures the bare env loop)")
+                   help="also time the env with gold-entity matching on, as it is by default (--no-entities: the env loop only)")
     args = p.parse_args(argv)
 
     t = time.perf_counter()
@@ -101,43 +137,20 @@ def main(argv: list[str] | None = None) -> int:
     print(f"top-10 overlap with rank-bm25 on {len(sub)} queries: robertson {_overlap(rob_res, ref_res):.3f} (target >= 0.95), "
           f"lucene (default) {_overlap(fast_res[: len(sub)], ref_res):.3f}")
 
-    env = SearchQAEnv(records, corpus, retriever=fast, max_turns=5, match_entities=args.entities)
     scripts = [(i, world.oracle_trajectory(r)) for i, r in enumerate(records)]
     episode_searches = [[t.split("<search>", 1)[1].split("</search>", 1)[0].strip() for t in turns if "<search>" in t]
                         for _, turns in scripts]
-
-    def env_episode(i: int, turns: list[str]) -> tuple[float, int]:
-        steps, start = 0, time.perf_counter()
-        env.reset(options={"index": i})
-        for turn in turns:
-            _, _, term, trunc, _ = env.step(turn)
-            steps += 1
-            if term or trunc:
-                break
-        return time.perf_counter() - start, steps
-
-    # Episode by episode, the env and the bare retriever (the same searches, the same candidate pool) take
-    # turns, in alternating order, and each episode counts with its fastest repeat on each side: other
-    # processes only ever add time, and a burst of it then lands on one repeat of one episode, not on one
-    # side's whole run.
-    for i, turns in scripts[:50]:
-        env_episode(i, turns)
-    best_env, best_bare = [float("inf")] * len(scripts), [float("inf")] * len(scripts)
-    n_steps = 0
-    for rep in range(args.repeats):
-        for (i, turns), searches in zip(scripts, episode_searches):
-            for side in ("env", "bare") if (i + rep) % 2 == 0 else ("bare", "env"):
-                if side == "env":
-                    elapsed, steps = env_episode(i, turns)
-                    best_env[i] = min(best_env[i], elapsed)
-                    n_steps += steps if rep == 0 else 0
-                else:
-                    best_bare[i] = min(best_bare[i], _timed_search(fast, searches, env.candidates, batch=1, keep=False)[0])
-    env_s, bare_s = sum(best_env), sum(best_bare)
-    n_searches = sum(len(s) for s in episode_searches)
-    print(f"\nenv (entity matching {'on' if args.entities else 'off'}): {n_steps / env_s:,.0f} steps/s ({n_steps} steps, {n_searches} searches of {env.candidates} candidates; "
-          f"per episode the best of {args.repeats}); bare retriever on the same searches {bare_s:.3f} s vs env {env_s:.3f} s "
-          f"-> ratio {env_s / bare_s:.2f}x (target <= 1.3x); load average {os.getloadavg()[0]:.1f}")
+    print()
+    # The env loop alone (what the 1.3x target is about), then with gold-entity matching, which is on by
+    # default (its own cost, with the gold judge's, is what `benchmarks.judge_overhead` measures).
+    for entities in dict.fromkeys((False, args.entities)):
+        env = SearchQAEnv(records, corpus, retriever=fast, max_turns=5, match_entities=entities)
+        env_s, bare_s, n_steps = _env_against_bare(env, fast, scripts, episode_searches, args.repeats)
+        n_searches = sum(len(s) for s in episode_searches)
+        print(f"env, entity matching {'on ' if entities else 'off'}: {n_steps / env_s:,.0f} steps/s ({n_steps} steps, {n_searches} searches "
+              f"of {env.candidates} candidates; per episode the best of {args.repeats}); bare retriever on the same searches "
+              f"{bare_s:.3f} s vs env {env_s:.3f} s -> ratio {env_s / bare_s:.2f}x{' (target <= 1.3x)' if not entities else ''}; "
+              f"load average {os.getloadavg()[0]:.1f}")
     return 0
 
 
