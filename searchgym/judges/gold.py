@@ -232,6 +232,14 @@ class GoldJudge:
                 return "answer"
         return None
 
+    @classmethod
+    def _keys(cls, basis: Basis, gold: _Gold, docs: Sequence[Document]) -> list[str | None]:
+        """`_key` of each document (for `doc_ids`, the usual basis, without a call per document)."""
+        if basis == "doc_ids":
+            ids = gold.ids
+            return [d.id if d.id in ids else None for d in docs]
+        return [cls._key(basis, gold, d) for d in docs]
+
     def _seen(self, rec: QARecord, gold: _Gold, basis: Basis, history: tuple[SearchRound, ...]) -> _Seen:
         """What `history` showed. Cached per episode prefix, so that an episode's k-th step only adds the
         (k-1)-th round instead of rescanning them all."""
@@ -250,16 +258,18 @@ class GoldJudge:
                 self._states.popitem(last=False)
         return state
 
-    def _advance(self, gold: _Gold, basis: Basis, prev: _Seen, last: SearchRound) -> _Seen:
-        """What was seen before `last`, and then `last`."""
+    def _advance(self, gold: _Gold, basis: Basis, prev: _Seen, last: SearchRound,
+                 last_keys: list[str | None] | None = None) -> _Seen:
+        """What was seen before `last`, and then `last` (whose documents' `_keys` may be given)."""
         names, name_set = gold.names, gold.name_set
         grounded: list[str] = []
         keys: list[str] = []
         resolved: list[str] = []
-        for doc in last.docs:
+        if last_keys is None:
+            last_keys = self._keys(basis, gold, last.docs)
+        for doc, k in zip(last.docs, last_keys):
             for i in name_set.find_document(doc.title, doc.text):
                 grounded.append(names[i])
-            k = self._key(basis, gold, doc)
             if k is not None:
                 keys.append(k)
                 resolved.append(normalize_entity(doc.title))
@@ -271,13 +281,13 @@ class GoldJudge:
         gold = self._gold(rec)
         basis = self.basis(request)
         history = request.history if isinstance(request.history, tuple) else tuple(request.history)
-        return self._verdict(gold, basis, self._seen(rec, gold, basis, history), request.round)
+        rnd = request.round
+        return self._verdict(gold, basis, self._seen(rec, gold, basis, history), rnd, self._keys(basis, gold, rnd.docs))
 
-    def _verdict(self, gold: _Gold, basis: Basis, seen: _Seen, rnd: SearchRound) -> Verdict:
-        """The labels of `rnd`, after rounds that showed `seen`."""
+    def _verdict(self, gold: _Gold, basis: Basis, seen: _Seen, rnd: SearchRound, keys: list[str | None]) -> Verdict:
+        """The labels of `rnd`, whose documents have the relevance `keys`, after rounds that showed `seen`."""
         new = None  # the first shown document that is relevant and new
-        for d in rnd.docs:
-            k = self._key(basis, gold, d)
+        for d, k in zip(rnd.docs, keys):
             if k is not None and k not in seen.keys:
                 new = d.id
                 break
@@ -331,18 +341,20 @@ class GoldJudge:
 class GoldEpisode:
     """`GoldJudge.start`: one episode's rounds, labelled in order."""
 
-    __slots__ = ("_judge", "_gold", "_basis", "_seen", "_last")
+    __slots__ = ("_judge", "_gold", "_basis", "_seen", "_last", "_last_keys")
 
     def __init__(self, judge: GoldJudge, gold: _Gold, basis: Basis):
         self._judge, self._gold, self._basis = judge, gold, basis
         self._seen = gold.start
         self._last: SearchRound | None = None
-        """The round labelled last; added to `_seen` when the next one comes (an episode's last round
-        is then never scanned for what it showed)."""
+        """The round labelled last, with its documents' relevance keys; added to `_seen` when the next one
+        comes (an episode's last round is then never scanned for what it showed)."""
+        self._last_keys: list[str | None] = []
 
     def label(self, rnd: SearchRound) -> Verdict:
         judge, gold, basis = self._judge, self._gold, self._basis
         if self._last is not None:
-            self._seen = judge._advance(gold, basis, self._seen, self._last)
-        self._last = rnd
-        return judge._verdict(gold, basis, self._seen, rnd)
+            self._seen = judge._advance(gold, basis, self._seen, self._last, self._last_keys)
+        keys = judge._keys(basis, gold, rnd.docs)
+        self._last, self._last_keys = rnd, keys
+        return judge._verdict(gold, basis, self._seen, rnd, keys)
