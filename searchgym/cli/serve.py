@@ -19,7 +19,7 @@ import os
 from searchgym.errors import ConfigError
 
 SERVER_FLAGS = ("host", "port", "default_topk", "max_topk", "max_queries", "max_query_chars", "max_results", "max_body_bytes",
-                "max_batch_queries", "batch_wait_ms")
+                "max_batch_queries", "batch_wait_ms", "retriever_start_timeout_s")
 """The `ServerConfig` fields that are command-line flags (`default_topk` is `--topk`)."""
 
 logger = logging.getLogger(__name__)

@@ -87,6 +87,11 @@ class ServerConfig:
     server's process, so that searching and serving HTTP never wait for each other's GIL. The child builds
     the retriever from what `serve` is given, which must then pickle: a zero-argument factory (what
     `searchgym serve` passes), or a retriever object (copied into the child). `searchgym serve` turns it on."""
+    retriever_start_timeout_s: float = 1800.0
+    """With `retriever_process`: the longest wait for the child to build its retriever and warm it up, at
+    start and at every restart. A child not ready by then is killed and the start fails with a
+    `RetrievalError` (a restart is tried again later), instead of the server waiting forever on a child
+    that hangs. Loading a large index takes minutes: raise this for those."""
     warmup: bool = True
     """Run one search before accepting requests, so that lazy model loading and JIT compilation (BM25's
     numba kernels take seconds) never land on the first client's request."""
@@ -109,6 +114,8 @@ class ServerConfig:
             raise ConfigError(f"ServerConfig.default_topk ({self.default_topk}) exceeds max_topk ({self.max_topk})")
         if self.switch_interval_us is not None and not self.switch_interval_us > 0:
             raise ConfigError(f"ServerConfig.switch_interval_us must be > 0 or None, got {self.switch_interval_us}")
+        if not self.retriever_start_timeout_s > 0:
+            raise ConfigError(f"ServerConfig.retriever_start_timeout_s must be > 0, got {self.retriever_start_timeout_s}")
         if self.batch_wait_ms < 0:
             raise ConfigError(f"ServerConfig.batch_wait_ms must be >= 0, got {self.batch_wait_ms}")
 

@@ -140,7 +140,8 @@ class RetrieverProcess(asyncio.Protocol):
 
     async def start(self) -> None:
         """Spawn the child and wait until its retriever is built and warm (or raise RetrievalError). A
-        child that fails or dies while starting is noticed at once; one that hangs is waited for."""
+        child that fails or dies while starting is noticed at once; one that is not ready after
+        `config.retriever_start_timeout_s` is killed."""
         self._buf.clear()  # whatever a dead predecessor left half-sent
         ours, theirs = socket.socketpair()
         ctx = multiprocessing.get_context("spawn")  # never fork a process that may hold threads
@@ -148,8 +149,14 @@ class RetrieverProcess(asyncio.Protocol):
         self._proc.start()
         theirs.close()
         loop = asyncio.get_running_loop()
+        timeout = self.config.retriever_start_timeout_s
         try:
-            hello = await loop.run_in_executor(None, _read_one, ours)
+            hello = await asyncio.wait_for(loop.run_in_executor(None, _read_one, ours), timeout)
+        except asyncio.TimeoutError:
+            self._kill()  # its end of the socket closes, which ends the blocked read too
+            ours.close()
+            raise RetrievalError(f"the retriever process was not ready after {timeout:g} s "
+                                 "(ServerConfig.retriever_start_timeout_s, --retriever-start-timeout-s); it was stopped") from None
         except (OSError, EOFError) as e:
             self._kill()
             ours.close()

@@ -47,6 +47,11 @@ def no_corpus() -> BM25Retriever:
     raise ConfigError("no corpus at /nowhere.jsonl")
 
 
+def hangs() -> BM25Retriever:
+    time.sleep(600)  # an index load that never finishes
+    raise AssertionError("unreachable")
+
+
 REQUESTS = [
     {"queries": ["Which river flows through Rome?", "Who discovered radioactivity?"], "topk": 3, "return_scores": True},
     {"queries": ["Berlin"], "topk": 1},
@@ -133,6 +138,25 @@ def test_a_retriever_that_cannot_be_built_stops_the_server_from_starting():
     with pytest.raises(RetrievalError, match="did not start.*failed to start: ConfigError: no corpus at /nowhere.jsonl"):
         BackgroundServer(no_corpus, PROCESS, startup_timeout_s=60).start()
     assert time.monotonic() - start < 30  # noticed when the process failed, not at the timeout
+
+
+def test_a_retriever_process_that_hangs_while_starting_is_stopped_after_the_start_timeout():
+    config = ServerConfig(port=0, retriever_process=True, retriever_start_timeout_s=3)
+    server = BackgroundServer(hangs, config, startup_timeout_s=60)
+    start = time.monotonic()
+    with pytest.raises(RetrievalError, match="not ready after 3 s.*it was stopped"):
+        server.start()
+    assert 3 <= time.monotonic() - start < 30
+    pid = server.app.state.worker.pid
+    deadline = time.monotonic() + 10
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(pid)
+
+
+def test_the_start_timeout_is_validated():
+    with pytest.raises(ConfigError, match="retriever_start_timeout_s must be > 0"):
+        ServerConfig(retriever_start_timeout_s=0)
 
 
 def test_a_factory_needs_the_retriever_process():
