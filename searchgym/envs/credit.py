@@ -19,11 +19,9 @@ from searchgym.judges.base import Judge, JudgeRequest, SearchRound, Verdict, emp
 logger = logging.getLogger(__name__)
 
 
-def _checked(judge: Judge, verdict: object) -> Verdict:
-    if isinstance(verdict, Verdict):
-        return verdict
-    logger.warning("judge %r returned a %s instead of a Verdict", getattr(judge, "name", "?"), type(verdict).__name__)
-    return Verdict.failure("exception", f"judge returned a {type(verdict).__name__}")
+def _checked(verdict: object) -> Verdict:
+    """`verdict`, or a failure verdict when a judge returned something else."""
+    return verdict if isinstance(verdict, Verdict) else Verdict.failure("exception", f"judge returned a {type(verdict).__name__}")
 
 
 def safe_label(judge: Judge, requests: Sequence[JudgeRequest]) -> list[Verdict]:
@@ -39,7 +37,7 @@ def safe_label(judge: Judge, requests: Sequence[JudgeRequest]) -> list[Verdict]:
         got = len(verdicts) if isinstance(verdicts, list) else type(verdicts).__name__
         logger.warning("judge %r returned %s verdicts for %d rounds", getattr(judge, "name", "?"), got, len(requests))
         return [Verdict.failure("count_mismatch", f"judge returned {got} verdicts for {len(requests)} rounds")] * len(requests)
-    return [_checked(judge, v) for v in verdicts]
+    return [_checked(v) for v in verdicts]
 
 
 class EpisodeCredit:
@@ -98,7 +96,7 @@ class EpisodeCredit:
 
     def _session_label(self, rnd: SearchRound) -> Verdict:
         try:
-            return _checked(self.judge, self.session.label(rnd))
+            return _checked(self.session.label(rnd))
         except Exception as e:  # noqa: BLE001 - step must not raise for a judge; the failure is recorded instead
             logger.warning("judge %r raised %s: %s; labelling the round as failed", getattr(self.judge, "name", "?"), type(e).__name__, e)
             return Verdict.failure("exception", f"{type(e).__name__}: {e}")
