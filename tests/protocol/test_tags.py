@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from searchgym.corpus import Document
 from searchgym.errors import ConfigError
-from searchgym.protocol import SEARCH_R1_TEMPLATE, TagProtocol, ToolCallProtocol, resolve_protocol
+from searchgym.protocol import SEARCH_R1_TEMPLATE, Action, TagProtocol, ToolCallProtocol, resolve_protocol
 from searchgym.protocol.tags import extract_thinking
 
 
@@ -20,6 +20,14 @@ def test_prompt_is_search_r1(tags):
     prompt = tags.render_prompt("Who wrote Hamlet?")
     assert prompt == SEARCH_R1_TEMPLATE.format(question="Who wrote Hamlet?")
     assert prompt.endswith("Question: Who wrote Hamlet?\n")
+
+
+def test_parsed_actions_are_whole_actions(tags):
+    # The search and answer actions are built field by field (no keyword handling): they must equal the
+    # named tuple built the usual way, every field included.
+    assert tags.parse("<think>a</think><search>q</search>") == Action("search", thinking="a", query="q")
+    assert tags.parse("<think>a</think><answer>x</answer>") == Action("answer", thinking="a", answer="x")
+    assert len(tags.parse("<search>q</search>")) == len(Action._fields)
 
 
 def test_search_with_thinking(tags):
