@@ -12,7 +12,8 @@ event loop keeps accepting requests), new requests queue up, and the next retrie
 Under load this turns many one-query requests into few batched calls; alone, a request waits for nothing.
 With `ServerConfig.retriever_process` (what `searchgym serve` uses) the retriever runs in a child process
 instead (`searchgym.retrieval.worker`), batching the same way, so that it never shares a GIL with the
-event loop.
+event loop. What the two ways share (batching, the answer body, the JSON encoding, the warm-up) is in
+`searchgym.retrieval.batching`, which the child imports without this module or FastAPI.
 Requests are capped (body bytes, queries, query length, topk) and refused with 413/422 and a message,
 never truncated silently.
 
@@ -24,28 +25,22 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import logging
 import sys
 import threading
 import time
-from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import FastAPI
 from fastapi.responses import Response
 from starlette.routing import Route
 
-try:
-    import orjson
-except ImportError:  # the server extra installs it; without it the standard library encodes
-    orjson = None
-
 from searchgym.errors import ConfigError, RetrievalError
-from searchgym.retrieval.base import Hit, Retriever
+from searchgym.retrieval.base import Retriever
+from searchgym.retrieval.batching import Batcher, BatchStats, decode_json, encode_json, num_docs, render_results, warm_up
 
 logger = logging.getLogger(__name__)
 
@@ -169,171 +164,14 @@ def parse_retrieve_request(payload: Any, config: ServerConfig) -> RetrieveReques
     return RetrieveRequest(queries, topk, return_scores)
 
 
-def render_results(hits: Sequence[Sequence[Hit]], return_scores: bool) -> dict[str, Any]:
-    """Search-R1's response body."""
-    if return_scores:
-        return {
-            "result": [
-                [{"document": {"id": h.doc.id, "contents": h.doc.contents}, "score": h.score} for h in row]
-                for row in hits
-            ]
-        }
-    return {"result": [[{"id": h.doc.id, "contents": h.doc.contents} for h in row] for row in hits]}
-
-
-@dataclass
-class _Job:
-    queries: list[str]
-    k: int
-    future: asyncio.Future
-
-
-@dataclass
-class BatchStats:
-    requests: int = 0
-    queries: int = 0
-    retriever_calls: int = 0
-    largest_batch: int = 0
-    errors: int = 0
-    busy_s: float = field(default=0.0)
-    restarts: int = 0
-    """Retriever processes started again after one died (`ServerConfig.retriever_process`)."""
-
-
-class _Batcher:
-    """Queues jobs and runs them through the retriever in batches, one retriever call at a time.
-
-    The retriever runs in a thread of its own that takes the next batch itself as soon as a call
-    returns: the event loop only queues jobs and hands results back to their requests. So while the loop
-    writes one batch's responses and reads the next requests, the retriever is already searching the
-    jobs that queued up meanwhile (a search kernel that releases the GIL, such as BM25's, then overlaps
-    with the loop's work instead of waiting for it).
-    """
-
-    def __init__(self, retriever: Retriever, config: ServerConfig):
-        self.retriever, self.config = retriever, config
-        self.stats = BatchStats()
-        self._pending: deque[_Job] = deque()
-        self._ready = threading.Condition()
-        self._stopping = False
-        self._loop: asyncio.AbstractEventLoop | None = None
-        # One worker: retrievers need not be thread-safe, and batching replaces parallel calls.
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._stopping = False
-        self._thread = threading.Thread(target=self._work, name="searchgym-retriever", daemon=True)
-        self._thread.start()
-
-    async def stop(self) -> None:
-        with self._ready:
-            self._stopping = True
-            left, self._pending = list(self._pending), deque()
-            self._ready.notify()
-        for job in left:
-            if not job.future.done():
-                job.future.set_exception(RetrievalError("server shutting down"))
-        # The worker is not joined: a search in progress finishes in its daemon thread, and its results
-        # go nowhere (`_deliver` is never scheduled on a closed loop).
-
-    async def submit(self, queries: list[str], k: int) -> list[list[Hit]]:
-        assert self._loop is not None, "the batcher is not started"
-        job = _Job(queries, k, self._loop.create_future())
-        with self._ready:
-            if self._stopping:
-                raise RetrievalError("server shutting down")
-            self._pending.append(job)
-            self._ready.notify()
-        return await job.future
-
-    def _work(self) -> None:
-        """The retriever thread: take what queued up, search it, hand the results to the loop, repeat."""
-        wait_s = self.config.batch_wait_ms / 1000
-        while True:
-            with self._ready:
-                idle = not self._pending
-                while not self._pending and not self._stopping:
-                    self._ready.wait()
-                if self._stopping:
-                    return
-            if idle and wait_s:  # after an idle spell, wait a little for more requests to join this batch
-                time.sleep(wait_s)
-            with self._ready:
-                if self._stopping:
-                    return
-                jobs = self._take()
-            started = time.perf_counter()
-            outcome: list[list[list[Hit]]] | None = None
-            error: Exception | None = None
-            try:
-                outcome = search_groups(self.retriever, [(job.queries, job.k) for job in jobs])
-            except Exception as e:  # a retriever failure fails this batch's requests, not the server
-                logger.exception("retriever failed on a batch of %d requests", len(jobs))
-                self.stats.errors += len(jobs)
-                error = e
-            self.stats.busy_s += time.perf_counter() - started
-            try:
-                self._loop.call_soon_threadsafe(self._deliver, jobs, outcome, error)  # type: ignore[union-attr]
-            except RuntimeError:  # the loop closed while this batch was searched: nobody waits for it
-                return
-
-    @staticmethod
-    def _deliver(jobs: list[_Job], outcome: list[list[list[Hit]]] | None, error: Exception | None) -> None:
-        for i, job in enumerate(jobs):
-            if job.future.done():  # the client went away
-                continue
-            if outcome is None:
-                job.future.set_exception(error or RetrievalError("retrieval failed"))
-            else:
-                job.future.set_result(outcome[i])
-
-    def _take(self) -> list[_Job]:
-        """The next batch (called with the lock held)."""
-        jobs = take_batch(self._pending, self.config.max_batch_queries, lambda job: len(job.queries))
-        total = sum(len(job.queries) for job in jobs)
-        self.stats.requests += len(jobs)
-        self.stats.queries += total
-        self.stats.retriever_calls += 1
-        self.stats.largest_batch = max(self.stats.largest_batch, total)
-        return jobs
-
-
-def take_batch(pending: deque, limit: int, size: Callable[[Any], int]) -> list:
-    """Jobs from the front of `pending` (removed from it) while their queries add up to at most `limit`,
-    and always the first one, however large (it is capped per request)."""
-    jobs = [pending.popleft()]
-    total = size(jobs[0])
-    while pending and total + size(pending[0]) <= limit:
-        jobs.append(pending.popleft())
-        total += size(jobs[-1])
-    return jobs
-
-
-def search_groups(retriever: Retriever, requests: Sequence[tuple[list[str], int]]) -> list[list[list[Hit]]]:
-    """The hits for each (queries, k) request: one retriever call per distinct k among them (usually
-    one), the results split back per request."""
-    out: list[list[list[Hit]] | None] = [None] * len(requests)
-    for k in sorted({k for _, k in requests}):
-        members = [i for i, (_, kk) in enumerate(requests) if kk == k]
-        queries = [q for i in members for q in requests[i][0]]
-        hits = retriever.search(queries, k) if queries else []
-        pos = 0
-        for i in members:
-            n = len(requests[i][0])
-            out[i] = hits[pos : pos + n]
-            pos += n
-    return out  # type: ignore[return-value]
-
-
 def create_app(retriever: Retriever | Callable[[], Retriever], config: ServerConfig | None = None):
     """The FastAPI application serving `retriever` (with `config.retriever_process`, a factory of one
     works too: it is called in the retriever process)."""
     config = config or ServerConfig()
     if config.retriever_process:
-        from searchgym.retrieval.worker import RetrieverProcess
+        from searchgym.retrieval.worker import RetrieverProcess, given
 
-        factory = retriever if not isinstance(retriever, Retriever) else functools.partial(_given, retriever)
+        factory = retriever if not isinstance(retriever, Retriever) else functools.partial(given, retriever)
         worker: RetrieverProcess | None = RetrieverProcess(factory, config, BatchStats())
         batcher = None
         stats = worker.stats
@@ -341,9 +179,9 @@ def create_app(retriever: Retriever | Callable[[], Retriever], config: ServerCon
         if not isinstance(retriever, Retriever):
             raise ConfigError("create_app needs a Retriever (a factory only with ServerConfig.retriever_process)")
         worker = None
-        batcher = _Batcher(retriever, config)
+        batcher = Batcher(retriever, config)
         stats = batcher.stats
-        description, num_docs = retriever.describe(), _num_docs(retriever)
+        description, documents = retriever.describe(), num_docs(retriever)
 
     @asynccontextmanager
     async def lifespan(app):
@@ -357,7 +195,7 @@ def create_app(retriever: Retriever | Callable[[], Retriever], config: ServerCon
             await worker.stop()
             return
         if config.warmup:
-            await asyncio.get_running_loop().run_in_executor(None, _warm_up, retriever)
+            await asyncio.get_running_loop().run_in_executor(None, warm_up, retriever)
         batcher.start()
         yield
         await batcher.stop()
@@ -367,7 +205,7 @@ def create_app(retriever: Retriever | Callable[[], Retriever], config: ServerCon
     app.state.worker = worker
 
     def _json(body: Any, status: int = 200) -> Response:
-        return Response(_encode(body), status_code=status, media_type="application/json")
+        return Response(encode_json(body), status_code=status, media_type="application/json")
 
     async def retrieve(scope, receive) -> tuple[int, bytes] | None:
         """`POST /retrieve`: the status and JSON body of the answer, None when the client went away."""
@@ -376,21 +214,21 @@ def create_app(retriever: Retriever | Callable[[], Retriever], config: ServerCon
             if body is None:
                 return None
             try:
-                payload = _loads(body)
+                payload = decode_json(body)
             except RecursionError:
                 raise RequestRejected(422, "the body's JSON is nested too deeply") from None
             except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, an integer of over 4300 digits
                 raise RequestRejected(422, f"the body is not valid JSON: {e}") from None
             req = parse_retrieve_request(payload, config)
         except RequestRejected as e:
-            return e.status, _encode({"detail": str(e)})
+            return e.status, encode_json({"detail": str(e)})
         try:
             if worker is not None:  # the retriever process encodes the answer itself
                 return await worker.submit(req.queries, req.topk, req.return_scores)
             hits = await batcher.submit(req.queries, req.topk)
         except Exception as e:
-            return 500, _encode({"detail": f"retrieval failed: {type(e).__name__}: {e}"})
-        return 200, _encode(render_results(hits, req.return_scores))
+            return 500, encode_json({"detail": f"retrieval failed: {type(e).__name__}: {e}"})
+        return 200, encode_json(render_results(hits, req.return_scores))
 
     @app.get("/health")
     async def health() -> Response:
@@ -398,18 +236,13 @@ def create_app(retriever: Retriever | Callable[[], Retriever], config: ServerCon
             if worker.error is not None:
                 return _json({"status": "error", "detail": worker.error, "stats": vars(stats)}, 503)
             return _json({"status": "ok", "retriever": worker.description, "documents": worker.num_docs, "stats": vars(stats)})
-        return _json({"status": "ok", "retriever": description, "documents": num_docs, "stats": vars(stats)})
+        return _json({"status": "ok", "retriever": description, "documents": documents, "stats": vars(stats)})
 
     # `_RetrievalApp` answers `POST /retrieve` before routing; the route is there so that another method
     # gets Starlette's 405, as for any POST-only path.
     app.router.routes.append(Route("/retrieve", _unreachable, methods=["POST"]))
     app.retrieve_endpoint = retrieve
     return app
-
-
-def _given(retriever: Retriever) -> Retriever:
-    """A factory of an existing retriever (pickled into the retriever process with it)."""
-    return retriever
 
 
 async def _unreachable(request) -> Response:
@@ -454,40 +287,6 @@ class _RetrievalApp(FastAPI):
         await send({"type": "http.response.body", "body": data})
 
 
-def _encode(body: Any) -> bytes:
-    # Serialized directly: FastAPI's generic encoder walks every nested value and costs more than the
-    # search. orjson (the server extra) writes the same compact UTF-8 JSON several times faster.
-    try:
-        return _dumps(body)
-    except (UnicodeEncodeError, TypeError):  # orjson's JSONEncodeError is a TypeError
-        # A lone surrogate (from a corpus built in code, or echoed from a query) has no UTF-8 form;
-        # ASCII JSON writes it as a \uXXXX escape, which every JSON reader accepts.
-        return json.dumps(body, separators=(",", ":")).encode()
-
-
-def _loads(body: bytes) -> Any:
-    """`json.loads(body)` for a request body, through orjson where installed (several times faster).
-    What orjson refuses (NaN, escaped lone surrogates, deep nesting, bad UTF-8) goes to the standard
-    library, and so does a float `topk` (orjson reads an integer past 64 bits as a float), so that the
-    server accepts and rejects exactly what `json.loads` does, with its messages."""
-    if orjson is not None:
-        try:
-            payload = orjson.loads(body)
-        except orjson.JSONDecodeError:
-            pass
-        else:
-            if not (isinstance(payload, dict) and isinstance(payload.get("topk"), float)):
-                return payload
-    return json.loads(body)
-
-
-def _dumps(body: Any) -> bytes:
-    """Compact UTF-8 JSON; raises UnicodeEncodeError or TypeError for a string holding a lone surrogate."""
-    if orjson is not None:
-        return orjson.dumps(body)
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
-
-
 async def _read_body(scope, receive, limit: int) -> bytes | None:
     """The request body, refused past `limit` bytes (declared or sent); None when the client disconnects."""
     for name, value in scope["headers"]:
@@ -507,30 +306,6 @@ async def _read_body(scope, receive, limit: int) -> bytes | None:
         chunks.append(chunk)
         if not message.get("more_body", False):
             return b"".join(chunks)
-
-
-def _warm_up(retriever: Retriever) -> None:
-    corpus = getattr(retriever, "corpus", None)
-    try:
-        doc = corpus[0] if corpus is not None and len(corpus) else None
-    except (TypeError, IndexError, KeyError):
-        doc = None
-    query = f"{doc.title} {doc.text[:200]}" if doc is not None else "the first query"
-    started = time.perf_counter()
-    try:
-        retriever.search([query], 1)
-    except Exception as e:  # the same failure will reach clients as HTTP 500; starting is still useful for /health
-        logger.warning("warm-up search failed: %s: %s", type(e).__name__, e)
-        return
-    logger.info("warm-up search took %.2f s", time.perf_counter() - started)
-
-
-def _num_docs(retriever: Retriever) -> int | None:
-    corpus = getattr(retriever, "corpus", None)
-    try:
-        return len(corpus) if corpus is not None else None
-    except TypeError:
-        return None
 
 
 def _uvicorn_config(app, config: ServerConfig, log_level: str):

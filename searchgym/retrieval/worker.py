@@ -28,10 +28,10 @@ import struct
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from searchgym.errors import RetrievalError
-from searchgym.retrieval.server import _encode, _loads, _num_docs, _warm_up, render_results, search_groups, take_batch
+from searchgym.retrieval.batching import decode_json, encode_json, num_docs, render_results, search_groups, take_batch, warm_up
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ _READ = 1 << 20
 
 
 def _frame(header: Any, blob: bytes = b"") -> bytes:
-    data = _encode(header)  # the server's JSON: compact, lone surrogates escaped (and read back by _loads)
+    data = encode_json(header)  # the server's JSON: compact, lone surrogates escaped (and read back by decode_json)
     return _LENGTHS.pack(len(data), len(blob)) + data + blob
 
 
@@ -56,7 +56,7 @@ def _split(buf: bytearray) -> list[tuple[Any, bytes]]:
         if len(buf) - pos - 8 < n + m:
             break
         start = pos + 8
-        out.append((_loads(bytes(buf[start : start + n])), bytes(buf[start + n : start + n + m])))
+        out.append((decode_json(bytes(buf[start : start + n])), bytes(buf[start + n : start + n + m])))
         pos = start + n + m
     del buf[:pos]
     return out
@@ -65,7 +65,21 @@ def _split(buf: bytearray) -> list[tuple[Any, bytes]]:
 # -- the child ----------------------------------------------------------------------------------------
 
 
-def _child_main(sock: socket.socket, factory: Callable[[], Any], config: Any) -> None:
+class ChildSettings(NamedTuple):
+    """The `ServerConfig` fields the retriever process reads. Sent instead of the config itself, so that
+    the child never imports `searchgym.retrieval.server` (and FastAPI with it) to unpickle one."""
+
+    warmup: bool
+    batch_wait_ms: float
+    max_batch_queries: int
+
+
+def given(retriever: Any) -> Any:
+    """A factory of an existing retriever (pickled into the retriever process with it)."""
+    return retriever
+
+
+def _child_main(sock: socket.socket, factory: Callable[[], Any], config: ChildSettings) -> None:
     """The retriever process: build, warm up, then answer batches until the server closes the socket."""
     # Ctrl-C in a terminal reaches the whole process group: the server shuts down in order, and this
     # process ends when the server closes the socket (or dies), not with a traceback of its own.
@@ -73,8 +87,8 @@ def _child_main(sock: socket.socket, factory: Callable[[], Any], config: Any) ->
     try:
         retriever = factory()
         if config.warmup:
-            _warm_up(retriever)
-        sock.sendall(_frame(["ready", retriever.describe(), _num_docs(retriever)]))
+            warm_up(retriever)
+        sock.sendall(_frame(["ready", retriever.describe(), num_docs(retriever)]))
     except BaseException as e:  # noqa: BLE001 - reported to the server, which refuses to start
         sock.sendall(_frame(["failed", f"{type(e).__name__}: {e}"]))
         raise
@@ -111,9 +125,9 @@ def _answer(retriever, batch: list) -> list[tuple[int, int, bytes]]:
         hits = search_groups(retriever, [(queries, k) for _, queries, k, _ in batch])
     except Exception as e:
         logger.exception("retriever failed on a batch of %d requests", len(batch))
-        body = _encode({"detail": f"retrieval failed: {type(e).__name__}: {e}"})
+        body = encode_json({"detail": f"retrieval failed: {type(e).__name__}: {e}"})
         return [(job[0], 500, body) for job in batch]
-    return [(job_id, 200, _encode(render_results(rows, return_scores))) for (job_id, _, _, return_scores), rows in zip(batch, hits)]
+    return [(job_id, 200, encode_json(render_results(rows, return_scores))) for (job_id, _, _, return_scores), rows in zip(batch, hits)]
 
 
 # -- the server's side --------------------------------------------------------------------------------
@@ -145,7 +159,8 @@ class RetrieverProcess(asyncio.Protocol):
         self._buf.clear()  # whatever a dead predecessor left half-sent
         ours, theirs = socket.socketpair()
         ctx = multiprocessing.get_context("spawn")  # never fork a process that may hold threads
-        self._proc = ctx.Process(target=_child_main, args=(theirs, self.factory, self.config), name="searchgym-retriever", daemon=True)
+        settings = ChildSettings(self.config.warmup, self.config.batch_wait_ms, self.config.max_batch_queries)
+        self._proc = ctx.Process(target=_child_main, args=(theirs, self.factory, settings), name="searchgym-retriever", daemon=True)
         self._proc.start()
         theirs.close()
         loop = asyncio.get_running_loop()

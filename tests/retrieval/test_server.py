@@ -150,7 +150,7 @@ def test_the_retriever_takes_the_next_batch_without_waiting_for_the_event_loop()
     queued up during its previous call; and stopping fails the requests still queued."""
     import asyncio
 
-    from searchgym.retrieval.server import _Batcher
+    from searchgym.retrieval.batching import Batcher
 
     started, release = threading.Event(), threading.Event()
     calls: list[list[str]] = []
@@ -163,7 +163,7 @@ def test_the_retriever_takes_the_next_batch_without_waiting_for_the_event_loop()
             return [[Hit(Document(q, "t", q), 1.0)] for q in queries]
 
     async def scenario():
-        batcher = _Batcher(Gated(), ServerConfig(warmup=False))
+        batcher = Batcher(Gated(), ServerConfig(warmup=False))
         batcher.start()
         first = asyncio.ensure_future(batcher.submit(["a"], 1))
         while not started.is_set():
@@ -193,7 +193,7 @@ def test_the_retriever_takes_the_next_batch_without_waiting_for_the_event_loop()
 
 
 def test_request_bodies_decode_as_the_standard_library_decodes_them():
-    from searchgym.retrieval.server import _loads
+    from searchgym.retrieval.batching import decode_json as _loads
 
     for body in (b'{"queries": ["\xc3\xa9"], "topk": 3}', b'{"topk": NaN}', b'{"queries": ["\\ud800"]}',
                  b'{"topk": ' + b"9" * 30 + b"}", b'{"a": 1, "a": 2}', b"[1.5e3, -0, 1e400]"):
@@ -408,12 +408,12 @@ def test_retrieve_fast_path_matches_the_routed_app(bm25):
 
 
 def test_response_encoding_is_the_same_without_orjson(monkeypatch):
-    from searchgym.retrieval import server
+    from searchgym.retrieval import batching
 
     body = {"result": [[{"document": {"id": "é", "contents": '"T"\nx'}, "score": 1.25e-07}]]}
-    fast = server._dumps(body)
-    monkeypatch.setattr(server, "orjson", None)
-    assert json.loads(server._dumps(body)) == json.loads(fast) == body
+    fast = batching._dumps(body)
+    monkeypatch.setattr(batching, "orjson", None)
+    assert json.loads(batching._dumps(body)) == json.loads(fast) == body
 
 
 def test_serve_sets_the_switch_interval_only_when_asked():

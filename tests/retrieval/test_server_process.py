@@ -100,6 +100,17 @@ def _alive(pid: int) -> bool:
         return True
 
 
+def test_the_retriever_process_loads_no_web_framework():
+    # The child builds and searches; HTTP is the server's. Unpickling its settings or a factory must not
+    # pull in the server module (FastAPI, Starlette, pydantic: ~15 MiB of the child's memory).
+    from tests.retrieval.process_factories import reports_modules
+
+    with BackgroundServer(reports_modules, PROCESS) as server:
+        health = requests.get(server.url.replace("/retrieve", "/health"), timeout=10).json()
+    assert health["status"] == "ok" and health["retriever"]["web_packages_loaded"] == []
+    assert {"fastapi", "starlette"} <= set(__import__("sys").modules)  # this process, the server's, has them
+
+
 def test_a_retriever_object_is_copied_into_the_process_and_its_failures_give_500():
     with BackgroundServer(Flaky(), PROCESS) as server:
         with pytest.raises(RetrievalError, match="500.*index on fire"):
