@@ -66,6 +66,7 @@ class EpisodeCredit:
                 logger.warning("judge %r could not start an episode (%s: %s); labelling round by round",
                                getattr(judge, "name", "?"), type(e).__name__, e)
         self.rounds: list[SearchRound] = []
+        """The search rounds so far, for the per-round requests' history (not kept with a session)."""
         self.pending: list[tuple[int, JudgeRequest]] = []
         self.labels: list[TurnLabels | None] = []
         """Every turn's labels so far (what the step infos carried)."""
@@ -85,12 +86,12 @@ class EpisodeCredit:
                 labels = to_turn_labels(self._session_label(rnd), self.judge.name, deferred=False)
             else:
                 request = JudgeRequest(self.record, rnd, tuple(self.rounds), turn, self.gold_docs_searchable)
+                self.rounds.append(rnd)  # the history of later rounds' requests (a session keeps its own)
                 if self.deferred:
                     self.pending.append((turn, request))
                     labels = empty_turn_labels(self.judge.name, deferred=True, pending=True)
                 else:
                     labels = to_turn_labels(safe_label(self.judge, [request])[0], self.judge.name, deferred=False)
-            self.rounds.append(rnd)  # the history of later rounds' judge requests
         self.labels.append(labels)
         return labels, entities
 
