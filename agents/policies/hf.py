@@ -20,6 +20,7 @@ import torch
 
 from agents.models import DTypeName, ensure_pad_token, load_model_and_tokenizer
 from agents.policies.base import Completion, SamplingParams, check_budgets, find_stop, resolve_stop_ids
+from agents.policies.kv import KeptRow, KeptRows, growing_cache, weights_fingerprint
 from searchgym.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -41,12 +42,31 @@ class HFPolicyConfig:
     """Where `smollm2-135m` is converted once (default `~/.cache/searchgym/models`)."""
     max_batch_rows: int = 64
     """Rows (prompts x n) decoded together at most; larger calls are split into chunks."""
+    reuse_kv: bool = True
+    """Keep every row's keys and values after a call, so that a prompt extending a kept row (the next turn
+    of a multi-turn episode) prefills only its new tokens, and grow the cache in place while decoding.
+    False: transformers' own `DynamicCache`, every call prefilled from scratch (the older, slower path,
+    kept for comparison; the sampled tokens agree within float noise)."""
     seed: int | None = None
     """Seeds the policy's sampler once at construction (a call's `SamplingParams.seed` overrides it)."""
 
     def __post_init__(self) -> None:
         if self.max_batch_rows < 1:
             raise ConfigError(f"max_batch_rows must be >= 1, got {self.max_batch_rows}")
+
+
+@dataclass
+class DecodeStats:
+    """Tokens an `HFPolicy` has processed, cumulative."""
+
+    prefill_tokens: int = 0
+    """Prompt tokens run through the model (new tokens only when kept rows were reused)."""
+    reused_tokens: int = 0
+    """Prompt tokens whose keys and values came from a kept row instead of a prefill."""
+    sampled_tokens: int = 0
+
+    def copy(self) -> DecodeStats:
+        return DecodeStats(self.prefill_tokens, self.reused_tokens, self.sampled_tokens)
 
 
 class HFPolicy:
@@ -62,6 +82,9 @@ class HFPolicy:
         self.config = config or HFPolicyConfig()
         ensure_pad_token(tokenizer)
         self._version = 0
+        self._kept = KeptRows()
+        self.stats = DecodeStats()
+        """Token counts since construction (read differences around a call to time one)."""
         self._device = next(model.parameters()).device
         self._generator = torch.Generator(device=self._device)
         # transformers >= 5.2x names the KV-cache argument `cache`; earlier versions `past_key_values`.
@@ -89,56 +112,80 @@ class HFPolicy:
         generator = self._generator
         if params.seed is not None:
             generator = torch.Generator(device=self._device).manual_seed(params.seed)
+        prompts = [list(p) for p in prompts]
+        self._kept.check(weights_fingerprint(self.model))
+        kept = [self._kept.match(p) for p in prompts] if self.config.reuse_kv else [None] * len(prompts)
         results: list[list[Completion]] = [[] for _ in prompts]
-        # Sorting by length before chunking keeps left padding small.
-        order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+        left: list[KeptRow] = []
+        # Sorting by what each prompt still has to prefill, then by length, keeps padding small.
+        order = sorted(range(len(prompts)), key=lambda i: (len(prompts[i]) - (len(kept[i].ids) if kept[i] else 0), len(prompts[i])))
         per_chunk = max(1, self.config.max_batch_rows // params.n)
         was_training = self.model.training
         self.model.eval()
         try:
             for start in range(0, len(order), per_chunk):
                 chunk = order[start : start + per_chunk]
-                outs = self._decode([list(prompts[i]) for i in chunk], [budgets[i] for i in chunk], params, generator)
+                outs, rows = self._decode([prompts[i] for i in chunk], [budgets[i] for i in chunk], [kept[i] for i in chunk], params, generator)
+                left += rows
                 for k, i in enumerate(chunk):
                     results[i] = outs[k * params.n : (k + 1) * params.n]
         finally:
             self.model.train(was_training)
+        # Only this call's rows are kept: an episode that was not continued has ended.
+        self._kept.replace(left)
+        self._kept.fingerprint = weights_fingerprint(self.model)
         return results
 
     @torch.inference_mode()
-    def _decode(self, prompts: list[list[int]], budgets: list[int], params: SamplingParams, generator: torch.Generator) -> list[Completion]:
-        from transformers import DynamicCache
-
+    def _decode(
+        self, prompts: list[list[int]], budgets: list[int], kept: list[KeptRow | None], params: SamplingParams, generator: torch.Generator
+    ) -> tuple[list[Completion], list[KeptRow]]:
         n, device = params.n, self._device
+        cache = growing_cache(self.model) if self.config.reuse_kv else None
+        reuse = cache is not None
+        if not reuse:
+            kept = [None] * len(prompts)
+            cache = _plain_cache(self.model)
+        past = [len(k.ids) if k else 0 for k in kept]
+        new = [p[c:] for p, c in zip(prompts, past)]
+        width_past, width_new = max(past), max(len(x) for x in new)
         pad = int(self.tokenizer.pad_token_id)
-        width = max(len(p) for p in prompts)
-        ids = torch.full((len(prompts), width), pad, dtype=torch.long)
-        attn = torch.zeros((len(prompts), width), dtype=torch.long)
-        for i, p in enumerate(prompts):
-            ids[i, width - len(p) :] = torch.tensor(p, dtype=torch.long)
-            attn[i, width - len(p) :] = 1
-        ids, attn = ids.to(device), attn.to(device)
-        positions = (attn.cumsum(-1) - 1).clamp(min=0)
-        try:
-            cache = DynamicCache(config=self.model.config)
-        except TypeError:  # transformers < 4.56 builds the cache without a config
-            cache = DynamicCache()
+        # Row i: [pad | its kept keys/values | pad | its new tokens]; keys at padding are masked out.
+        ids = torch.full((len(prompts), width_new), pad, dtype=torch.long)
+        attn = torch.zeros((len(prompts), width_past + width_new), dtype=torch.long)
+        positions = torch.zeros((len(prompts), width_new), dtype=torch.long)
+        for i, (x, c) in enumerate(zip(new, past)):
+            ids[i, width_new - len(x) :] = torch.tensor(x, dtype=torch.long)
+            attn[i, width_past - c : width_past] = 1
+            attn[i, width_past + width_new - len(x) :] = 1
+            positions[i, width_new - len(x) :] = torch.arange(c, c + len(x))
+        ids, attn, positions = ids.to(device), attn.to(device), positions.to(device)
+        if reuse:
+            capacity = width_past + width_new + max(budgets)
+            for layer_index, layer in enumerate(cache.layers):
+                keys, values = _stack_kept(kept, layer_index, width_past, self.model, device)
+                if keys is not None:
+                    layer.fill(keys, values, capacity)
+        self.stats.prefill_tokens += sum(len(x) for x in new)
+        self.stats.reused_tokens += sum(past)
         out = self.model(input_ids=ids, attention_mask=attn, position_ids=positions, use_cache=True, **self._keep_last, **{self._cache_kw: cache})
         logits = out.logits[:, -1, :].float()
+        next_pos = torch.tensor([len(p) for p in prompts], dtype=torch.long, device=device)
         if n > 1:  # one prefill per prompt, shared by its n samples
             cache.batch_repeat_interleave(n)
-            logits, attn, positions = (t.repeat_interleave(n, dim=0) for t in (logits, attn, positions))
-        next_pos = positions[:, -1] + 1
+            logits, attn, next_pos = (t.repeat_interleave(n, dim=0) for t in (logits, attn, next_pos))
         row_budget = [b for b in budgets for _ in range(n)]
+        row_prompt = [p for p in prompts for _ in range(n)]
         stop_ids = set(resolve_stop_ids(self.tokenizer, params))
         tail_len = max((len(s.encode("utf-8")) for s in params.stop), default=0) + 1
         tokens: list[list[int]] = [[] for _ in row_budget]
         logps: list[list[float]] = [[] for _ in row_budget]
         ends: list[tuple[str, str | int | None]] = [("length", None)] * len(row_budget)
+        left: list[KeptRow] = []
         live = list(range(len(row_budget)))  # original row of each batch row
         while True:
             tok, lp = sample_tokens(logits, params, generator)
-            keep = []
+            keep, done = [], []
             for j, (r, t, l) in enumerate(zip(live, tok.tolist(), lp.tolist())):
                 tokens[r].append(t)
                 logps[r].append(l)
@@ -147,6 +194,14 @@ class HFPolicy:
                     keep.append(j)
                 else:
                     ends[r] = end
+                    done.append(j)
+            if reuse:
+                # The cache holds every token fed so far: the prompt and all sampled tokens but the last.
+                for j in done:
+                    r = live[j]
+                    columns = attn[j].nonzero()[:, 0]
+                    kv = [layer.row(j, columns) for layer in cache.layers]
+                    left.append(KeptRow(row_prompt[r] + tokens[r][:-1], kv))
             if not keep:
                 break
             if len(keep) < len(live):
@@ -160,7 +215,8 @@ class HFPolicy:
             )
             next_pos = next_pos + 1
             logits = out.logits[:, -1, :].float()
-        return [
+        self.stats.sampled_tokens += sum(len(t) for t in tokens)
+        completions = [
             Completion(
                 token_ids=tokens[r],
                 logprobs=logps[r],
@@ -170,6 +226,7 @@ class HFPolicy:
             )
             for r in range(len(row_budget))
         ]
+        return completions, left
 
     def _finished(self, tokens: list[int], budget: int, stop_ids: set[int], stops: tuple[str, ...], tail_len: int):
         if tokens[-1] in stop_ids:
@@ -212,11 +269,13 @@ class HFPolicy:
             seen.add(name)
         if not seen:
             raise ConfigError("update_weights got no tensors")
+        self._kept.clear()
         self._version += 1
         logger.debug("updated %d tensors; weight version %d", len(seen), self._version)
 
     def mark_updated(self) -> None:
         """Count an in-place update of the shared model (e.g. an optimizer step) as a new weight version."""
+        self._kept.clear()
         self._version += 1
 
     @property
@@ -231,6 +290,32 @@ class HFPolicy:
             "device": str(self._device),
             "weight_version": self._version,
         }
+
+
+def _plain_cache(model):
+    from transformers import DynamicCache
+
+    try:
+        return DynamicCache(config=model.config)
+    except TypeError:  # transformers < 4.56 builds the cache without a config
+        return DynamicCache()
+
+
+def _stack_kept(kept: list[KeptRow | None], layer: int, width: int, model, device) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """(B, H, width, D) keys and values of layer `layer` for a chunk's kept rows, left-padded with zeros
+    (masked out by the attention mask); (None, None) when no row has any."""
+    some = next((k for k in kept if k is not None), None)
+    if some is None or width == 0:
+        return None, None
+    k0, v0 = some.kv[layer]
+    keys = k0.new_zeros((len(kept), k0.shape[0], width, k0.shape[-1]), device=device)
+    values = v0.new_zeros((len(kept), v0.shape[0], width, v0.shape[-1]), device=device)
+    for i, row in enumerate(kept):
+        if row is not None:
+            k, v = row.kv[layer]
+            keys[i, :, width - k.shape[1] :] = k
+            values[i, :, width - v.shape[1] :] = v
+    return keys, values
 
 
 def sample_tokens(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:

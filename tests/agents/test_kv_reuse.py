@@ -1,0 +1,120 @@
+"""KV reuse across turns: kept rows give the same tokens and logprobs as prefilling from scratch, are used
+only for prompts that extend them, and never outlive a weight change; the growing cache layer behaves like
+transformers' own."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from agents.policies import SamplingParams
+from agents.policies.hf import HFPolicy, HFPolicyConfig
+from agents.rollout import RolloutConfig, RolloutEngine
+from tests.agents.test_hf_policy import rescored
+from tests.agents.test_rollout_exact import check_sampler_logprobs, check_token_exact
+
+TOL = 1e-4
+
+
+def _rollouts(tiny, make_env, reuse: bool, temperature: float, max_batch_rows: int = 64):
+    model, tok = tiny
+    policy = HFPolicy(model, tok, config=HFPolicyConfig(seed=0, reuse_kv=reuse, max_batch_rows=max_batch_rows))
+    config = RolloutConfig(group_size=3, temperature=temperature, max_turn_tokens=10, max_response_tokens=400, seed=4)
+    engine = RolloutEngine(policy, make_env(max_turns=3), config)
+    return engine.rollout([{"options": {"index": 0}}, {"options": {"index": 2}}]), policy
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_reuse_gives_the_rollouts_of_a_fresh_prefill(tiny, make_env, temperature):
+    with_reuse, reusing = _rollouts(tiny, make_env, True, temperature)
+    without, fresh = _rollouts(tiny, make_env, False, temperature)
+    # The tiny model writes no valid action, so every episode runs several turns and later turns reuse rows.
+    assert max(t.num_turns for t in with_reuse) > 1
+    assert reusing.stats.reused_tokens > 0 and fresh.stats.reused_tokens == 0
+    assert reusing.stats.prefill_tokens + reusing.stats.reused_tokens == fresh.stats.prefill_tokens
+    assert [t.token_ids for t in with_reuse] == [t.token_ids for t in without]
+    for a, b in zip(with_reuse, without):
+        assert a.loss_mask == b.loss_mask
+        assert torch.allclose(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=TOL)
+    model, tok = tiny
+    for t in with_reuse:
+        check_token_exact(t, tok)
+    check_sampler_logprobs(with_reuse, model, tok.pad_token_id, atol=TOL, temperature=temperature if temperature else 1.0)
+
+
+def test_reuse_works_across_chunks(tiny, make_env):
+    """Rows kept by one chunk of a call are found by prompts that land in another chunk of the next call
+    (greedy: chunks draw their random numbers in another order)."""
+    chunked, policy = _rollouts(tiny, make_env, True, 0.0, max_batch_rows=2)
+    whole, _ = _rollouts(tiny, make_env, False, 0.0)
+    assert policy.stats.reused_tokens > 0
+    assert [t.token_ids for t in chunked] == [t.token_ids for t in whole]
+
+
+def _continue(policy: HFPolicy, tok, prompt: list[int]) -> tuple[list[int], list[int]]:
+    """One turn from `prompt`, then the continuation prompt the next turn would send (turn + observation)."""
+    params = SamplingParams(temperature=0.0, max_new_tokens=5, stop_token_ids=())
+    first = policy.generate([prompt], params)[0][0]
+    return first.token_ids, prompt + first.token_ids + tok.encode(" <information> Tiber </information>", add_special_tokens=False)
+
+
+def test_only_prompts_extending_a_kept_row_reuse_it(tiny):
+    model, tok = tiny
+    policy = HFPolicy(model, tok, config=HFPolicyConfig(seed=0))
+    prompt = tok.encode("Which river flows through Rome?", add_special_tokens=False)
+    _, following = _continue(policy, tok, prompt)
+    unrelated = tok.encode("Something else entirely", add_special_tokens=False)
+    before = policy.stats.copy()
+    params = SamplingParams(temperature=0.0, max_new_tokens=4, stop_token_ids=())
+    outs = policy.generate([following, unrelated], params)
+    # The kept row covers the prompt and every sampled token but the last one.
+    assert policy.stats.reused_tokens - before.reused_tokens == len(prompt) + 4
+    assert policy.stats.prefill_tokens - before.prefill_tokens == (len(following) - len(prompt) - 4) + len(unrelated)
+    for p, group in zip([following, unrelated], outs):
+        ref = rescored(model, p, group[0].token_ids, 0.0)
+        assert torch.allclose(ref, torch.tensor(group[0].logprobs), atol=TOL)
+
+
+def test_kept_rows_are_dropped_when_the_weights_change_in_place(tiny):
+    """An optimizer step modifies the shared model in place without telling the policy: the rows computed
+    by the old weights must not be reused."""
+    from agents.models import TinyModelConfig, build_tiny_model
+
+    model, tok = build_tiny_model(TinyModelConfig(seed=0))
+    policy = HFPolicy(model, tok, config=HFPolicyConfig(seed=0))
+    prompt = tok.encode("Which river flows through Rome?", add_special_tokens=False)
+    _, following = _continue(policy, tok, prompt)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(1.05)
+    before = policy.stats.copy()
+    params = SamplingParams(temperature=0.0, max_new_tokens=4, stop_token_ids=())
+    out = policy.generate([following], params)[0][0]
+    assert policy.stats.reused_tokens == before.reused_tokens
+    ref = rescored(model, following, out.token_ids, 0.0)
+    assert torch.allclose(ref, torch.tensor(out.logprobs), atol=TOL)
+
+
+def test_growing_layer_matches_transformers_dynamic_layer():
+    from transformers.cache_utils import DynamicLayer
+
+    from agents.policies.kv import GrowingLayer
+
+    torch.manual_seed(0)
+    grow, plain = GrowingLayer(), DynamicLayer()
+    for width in (7, 1, 1, 70, 1):  # 70 forces the buffer to grow
+        k, v = torch.randn(3, 2, width, 4), torch.randn(3, 2, width, 4)
+        gk, gv = grow.update(k, v)
+        pk, pv = plain.update(k, v)
+        assert torch.equal(gk, pk) and torch.equal(gv, pv)
+        assert grow.get_seq_length() == plain.get_seq_length()
+    index = torch.tensor([2, 0])
+    grow.batch_select_indices(index)
+    plain.batch_select_indices(index)
+    grow.batch_repeat_interleave(2)
+    plain.batch_repeat_interleave(2)
+    k, v = torch.randn(4, 2, 1, 4), torch.randn(4, 2, 1, 4)
+    assert torch.equal(grow.update(k, v)[0], plain.update(k, v)[0])
+    columns = torch.tensor([0, 5, 79])
+    kk, vv = grow.row(1, columns)
+    assert torch.equal(kk, plain.keys[1][:, columns]) and torch.equal(vv, plain.values[1][:, columns])
