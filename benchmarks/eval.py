@@ -166,7 +166,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--max-turn-tokens", type=int, default=64)
     p.add_argument("--out", default="results/eval")
+    p.add_argument("--threads", type=int, default=None, help="threads for torch, numba and BLAS (default: the physical cores)")
     args = p.parse_args(argv)
+    from searchgym.threads import set_threads
+
+    set_threads(args.threads)
     kwargs = _env_args(args.env_arg)
     if args.env == "SearchQA-Synthetic-v0":
         kwargs.setdefault("split", "test")

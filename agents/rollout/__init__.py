@@ -6,9 +6,9 @@
 - `run_chat_episodes`: text-level episodes for chat-API policies (evaluation).
 """
 
-from agents.rollout.engine import RolloutConfig, RolloutEngine
+from agents.rollout.engine import RolloutConfig, RolloutEngine, RolloutTiming
 from agents.rollout.stats import rollout_metrics
 from agents.rollout.trace import TraceWriter, read_trace
 from agents.rollout.trajectory import EpisodeEnd, Segment, Trajectory
 
-__all__ = ["EpisodeEnd", "RolloutConfig", "RolloutEngine", "Segment", "TraceWriter", "Trajectory", "read_trace", "rollout_metrics"]
+__all__ = ["EpisodeEnd", "RolloutConfig", "RolloutEngine", "RolloutTiming", "Segment", "TraceWriter", "Trajectory", "read_trace", "rollout_metrics"]

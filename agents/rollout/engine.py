@@ -13,6 +13,7 @@ next turn all continue one assistant message of the chat template.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -74,6 +75,34 @@ class RolloutConfig:
         SamplingParams(temperature=self.temperature, top_p=self.top_p, top_k=self.top_k)
 
 
+@dataclass
+class RolloutTiming:
+    """Where one `rollout` call spent its time, and the tokens the policy processed in it."""
+
+    generate_s: float = 0.0
+    """Seconds inside `policy.generate` (prefill and decode)."""
+    env_s: float = 0.0
+    """Seconds inside `env.reset` and `env.step` (parsing, retrieval, ranking, judging, rewards)."""
+    total_s: float = 0.0
+    sampled_tokens: int = 0
+    prefill_tokens: int | None = None
+    """Prompt tokens the policy prefilled (None for policies that do not count them, e.g. servers)."""
+    reused_tokens: int | None = None
+    """Prompt tokens served from kept KV rows instead of a prefill (`HFPolicyConfig.reuse_kv`)."""
+
+    def metrics(self) -> dict[str, float]:
+        """`time/generate_s`, `time/env_s`, `rollout/sampled_tok_s` and, where counted, `rollout/prefill_tok_s`
+        and `rollout/reused_tokens`."""
+        out = {"time/generate_s": self.generate_s, "time/env_s": self.env_s,
+               "rollout/sampled_tok_s": self.sampled_tokens / self.generate_s if self.generate_s else 0.0}
+        if self.prefill_tokens is not None:
+            out["rollout/prefill_tok_s"] = self.prefill_tokens / self.generate_s if self.generate_s else 0.0
+            out["rollout/prefill_tokens"] = float(self.prefill_tokens)
+        if self.reused_tokens is not None:
+            out["rollout/reused_tokens"] = float(self.reused_tokens)
+        return out
+
+
 class _Episode:
     """Mutable state of one running episode."""
 
@@ -128,6 +157,8 @@ class RolloutEngine:
             raise ConfigError("the tokenizer has no chat template; set one or use RolloutConfig(use_chat_template=False)")
         self._envs: list[gym.Env] = []
         self._calls = 0
+        self.timing = RolloutTiming()
+        """The last `rollout` call's time split."""
         self._pool = ThreadPoolExecutor(self.config.env_workers) if self.config.env_workers > 1 else None
 
     def reseed(self, seed: int | None) -> None:
@@ -160,6 +191,10 @@ class RolloutEngine:
         for spec in specs:
             if set(spec) - {"seed", "options"}:
                 raise ConfigError(f"reset specs take 'seed' and 'options' only, got {sorted(spec)}")
+        start = time.perf_counter()
+        self.timing = RolloutTiming()
+        counts = getattr(self.policy, "stats", None)
+        before = counts.copy() if counts is not None else None
         episodes = self._reset(specs)
         stops = self._stops(episodes[0].env)
         while running := [e for e in episodes if e.end is None]:
@@ -175,13 +210,20 @@ class RolloutEngine:
             for e, result in zip(to_step, self._step(to_step)):
                 self._after_step(e, *result)
         version = self.policy.weight_version
-        return [self._trajectory(e, version) for e in episodes]
+        trajectories = [self._trajectory(e, version) for e in episodes]
+        self.timing.total_s = time.perf_counter() - start
+        self.timing.sampled_tokens = sum(t.num_sampled_tokens for t in trajectories)
+        if before is not None:
+            self.timing.prefill_tokens = counts.prefill_tokens - before.prefill_tokens
+            self.timing.reused_tokens = counts.reused_tokens - before.reused_tokens
+        return trajectories
 
     # -- steps ------------------------------------------------------------------------------------------
 
     def _reset(self, specs: list[Mapping[str, Any]]) -> list[_Episode]:
         g_size = self.config.group_size
         self.reserve(len(specs) * g_size)
+        start = time.perf_counter()
         episodes = []
         for g, spec in enumerate(specs):
             obs, info = self._envs[g * g_size].reset(seed=spec.get("seed"), options=spec.get("options"))
@@ -196,6 +238,7 @@ class RolloutEngine:
                         raise ConfigError(f"env {g * g_size + s} did not reproduce question {info['question_id']!r}; make_env must build identical envs")
                     info = info_s
                 episodes.append(_Episode(env, g, s, prompt_text, prompt_ids, dict(info)))
+        self.timing.env_s += time.perf_counter() - start
         return episodes
 
     def _prompt_text(self, observation: str) -> str:
@@ -223,11 +266,13 @@ class RolloutEngine:
         params = SamplingParams(
             n=n, temperature=cfg.temperature, top_p=cfg.top_p, top_k=cfg.top_k, max_new_tokens=cfg.max_turn_tokens, stop=stops, seed=seed
         )
+        start = time.perf_counter()
         if first_turn:  # every episode has just been reset: one prompt per group, G samples each
             heads = running[:: cfg.group_size]
             outs = self.policy.generate([e.ids for e in heads], params, max_new_tokens=budgets[:: cfg.group_size])
         else:
             outs = self.policy.generate([e.ids for e in running], params, max_new_tokens=budgets)
+        self.timing.generate_s += time.perf_counter() - start
         flat = [c for group in outs for c in group]
         if len(flat) != len(running) or any(len(group) != n for group in outs):
             raise ConfigError(f"the policy returned {len(flat)} completions for {len(running)} episodes")
@@ -235,9 +280,13 @@ class RolloutEngine:
         return flat
 
     def _step(self, episodes: list[_Episode]) -> list[tuple]:
+        start = time.perf_counter()
         if self._pool is None or len(episodes) < 2:
-            return [e.env.step(e.last_text) for e in episodes]
-        return list(self._pool.map(lambda e: e.env.step(e.last_text), episodes))
+            results = [e.env.step(e.last_text) for e in episodes]
+        else:
+            results = list(self._pool.map(lambda e: e.env.step(e.last_text), episodes))
+        self.timing.env_s += time.perf_counter() - start
+        return results
 
     def _after_step(self, e: _Episode, obs: str, reward: float, terminated: bool, truncated: bool, info: dict) -> None:
         e.infos.append(info)

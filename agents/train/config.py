@@ -100,6 +100,9 @@ class TrainConfig:
     eval_questions: int = 0
     """Held-out test-split questions evaluated (greedy) before training and after the last step."""
     seed: int = 0
+    threads: int | None = None
+    """Threads for torch, numba, FAISS and BLAS in this process (None: the physical cores it may use;
+    `searchgym.threads`). On a shared machine, fewer threads than cores can be faster."""
     out_dir: str = "runs/train"
     checkpoint_every: int = 1
     """Save a checkpoint every this many updates (0: only at the end)."""
@@ -118,6 +121,8 @@ class TrainConfig:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.group_size < 2:
             raise ConfigError("group_size must be >= 2: GRPO normalizes rewards within a group")
+        if self.threads is not None and (isinstance(self.threads, bool) or not isinstance(self.threads, int) or self.threads < 1):
+            raise ConfigError(f"threads must be a positive integer or None (the physical cores), got {self.threads!r}")
         if self.lr <= 0 or self.cold_start_lr <= 0:
             raise ConfigError("learning rates must be > 0")
         if self.alpha is not None and (math.isnan(self.alpha) or self.alpha < 0):

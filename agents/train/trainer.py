@@ -43,6 +43,7 @@ import torch
 import searchgym  # noqa: F401  (registers the env ids)
 from agents.learners import cosearch, cw_grpo, e_grpo, grpo
 from agents.learners.batch import LearnerBatch
+from agents.memory import peak_rss_gb
 from agents.models import TinyModelConfig, build_tiny_model, load_model_and_tokenizer, save_model
 from agents.policies.hf import HFPolicy, HFPolicyConfig
 from agents.rollout import RolloutConfig, RolloutEngine, rollout_metrics
@@ -53,6 +54,7 @@ from agents.train.ranker import PolicyChatBackend
 from agents.train.sft import oracle_example, sft_step
 from agents.train.update import UpdateStats, loss_rows, policy_gradient_step
 from searchgym.errors import BackendError, ConfigError
+from searchgym.threads import set_threads
 
 logger = logging.getLogger(__name__)
 
@@ -94,6 +96,7 @@ class Trainer:
         self.out = Path(config.out_dir)
         self.out.mkdir(parents=True, exist_ok=True)
         _check_device(config.device)
+        set_threads(config.threads)
         if not config.distributed and int(os.environ.get("WORLD_SIZE", "1")) > 1:
             raise ConfigError(f"started as one of {os.environ['WORLD_SIZE']} processes (accelerate launch or torchrun) without "
                               "distributed=True: every process would run the whole job into the same out_dir; pass --distributed")
@@ -266,7 +269,9 @@ class Trainer:
         trajectories = self.rollout_share(shard(indices, self.rank, self.world), self.step, self.rank)
         rollout_s = time.perf_counter() - start
         targets = self.targets(trajectories, self.learner_config)
+        update_start = time.perf_counter()
         stats, grad_norm = self.update(trajectories, targets)
+        update_s = time.perf_counter() - update_start
         scheduler = self.optimizers["policy"][1]
         self.policy.mark_updated()
         sync_s = self.sync_weights()
@@ -274,17 +279,23 @@ class Trainer:
         metrics.update({
             "loss/policy": stats.loss, "loss/clip_frac_high": stats.clip_frac_high, "loss/clip_frac_low": stats.clip_frac_low,
             "loss/ratio_mean": stats.ratio_mean, "loss/tokens": stats.loss_tokens, "loss/grad_norm": float(grad_norm),
-            "optim/lr": scheduler.get_last_lr()[0], "time/rollout_s": rollout_s,
+            "optim/lr": scheduler.get_last_lr()[0], "time/rollout_s": rollout_s, "time/update_s": update_s,
         })
+        metrics.update(self.engine.timing.metrics())
         if stats.kl is not None:
             metrics["loss/kl"] = stats.kl
         if c.rollout_backend != "hf":
             metrics["time/sync_s"] = sync_s
         metrics.update(targets.metrics)
         if self.ranker_backend is not None:
+            ranker_start = time.perf_counter()
             metrics.update(self._ranker_step(trajectories))
+            metrics["time/ranker_update_s"] = time.perf_counter() - ranker_start
         self.step += 1
         metrics["time/step_s"] = time.perf_counter() - start
+        # What is left: scoring, advantages, weight pushes, COSEARCH's ranker update, bookkeeping.
+        metrics["time/other_s"] = max(0.0, metrics["time/step_s"] - metrics["time/generate_s"] - metrics["time/env_s"] - update_s)
+        metrics["mem/peak_rss_gb"] = peak_rss_gb()
         if self.accelerator is not None:
             done = {k: v for k, v in metrics.items() if k.startswith("loss/") or k == "optim/lr"}  # already over every rank
             metrics = {**merge_metrics(self.accelerator, metrics), **done}
@@ -434,7 +445,9 @@ class Trainer:
         for _ in steps:
             history.append(self.train_step())
             if progress:
-                steps.set_postfix(reward=f"{history[-1]['rollout/reward']:.2f}", em=f"{history[-1]['rollout/em']:.2f}")
+                m = history[-1]
+                steps.set_postfix(reward=f"{m['rollout/reward']:.2f}", em=f"{m['rollout/em']:.2f}", gen=f"{m['time/generate_s']:.0f}s",
+                                  upd=f"{m['time/update_s']:.0f}s", tok_s=f"{m['rollout/sampled_tok_s']:.0f}", rss=f"{m['mem/peak_rss_gb']:.1f}G")
         if self.config.checkpoint_every == 0:
             self.save()
         return history

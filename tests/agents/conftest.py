@@ -28,6 +28,15 @@ def one_torch_thread():
     torch.set_num_threads(before)
 
 
+@pytest.fixture(autouse=True)
+def trainer_keeps_one_thread(monkeypatch):
+    """A Trainer applies `TrainConfig.threads` (default: every physical core) to the whole process; the
+    tests keep the one thread chosen above. The setting itself is tested in tests/test_threads.py."""
+    import agents.train.trainer
+
+    monkeypatch.setattr(agents.train.trainer, "set_threads", lambda threads: 1)
+
+
 @pytest.fixture(scope="session")
 def tiny():
     """(model, tokenizer): a 2-layer random Llama with a byte-level BPE tokenizer."""

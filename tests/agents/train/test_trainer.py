@@ -36,6 +36,12 @@ def test_each_learner_trains_end_to_end(tmp_path, learner):
     # trajectory had a nonzero advantage, which the learner-specific metrics below tell apart.
     if any(m["loss/tokens"] > 0 and m["loss/grad_norm"] > 0 for m in history):
         assert any(not torch.equal(before[n], p) for n, p in trainer.model.named_parameters())
+    for m in history:
+        # The trainer's own step split: the parts are measured separately and never exceed the whole.
+        parts = [m["time/generate_s"], m["time/env_s"], m["time/update_s"], m["time/other_s"]]
+        assert all(p >= 0 for p in parts) and m["time/generate_s"] > 0 and m["time/update_s"] > 0
+        assert sum(parts[:3]) <= m["time/step_s"]
+        assert m["rollout/sampled_tok_s"] > 0 and m["rollout/prefill_tok_s"] > 0 and m["mem/peak_rss_gb"] > 0
     if learner == "cw-grpo":
         assert "cw_grpo/contributing_round_share" in history[-1]
     if learner == "e-grpo":
