@@ -19,7 +19,16 @@ from searchgym.judges.base import Judge, resolve_judge
 from searchgym.protocol import Action, ActionProtocol, resolve_protocol
 from searchgym.rankers import Ranker, resolve_ranker
 from searchgym.retrieval import Hit, Retriever, resolve_retriever
-from searchgym.rewards import actions_valid, answer_scores, cover_exact_match, exact_match, f1_score, resolve_answer_reward, turn_action
+from searchgym.rewards import (
+    actions_valid,
+    answer_scores,
+    cover_exact_match,
+    exact_match,
+    f1_score,
+    resolve_answer_reward,
+    substring_exact_match,
+    turn_action,
+)
 from searchgym.rewards.answer import AnswerReward
 
 logger = logging.getLogger(__name__)
@@ -49,8 +58,8 @@ class SearchQAEnv(gym.Env[str, str]):
 
     ## Rewards
     0 on every step except the answering one, which gets `answer_reward(answer, gold_answers)`: exact
-    match after SQuAD normalization by default (`"f1"`, `"cover_em"` or any function). EM, F1, cover-EM and
-    format validity are always reported in `info["reward"]`.
+    match after SQuAD normalization by default (`"f1"`, `"cover_em"`, `"subem"` or any function). EM, F1,
+    cover-EM, subem (Search-R1's substring match) and format validity are always reported in `info["reward"]`.
 
     ## Credit signals in `info` (schema: `searchgym.info`, docs/step-info.md)
     With a `judge`, every search turn is labelled with retrieval utility u, reasoning correctness v and
@@ -75,7 +84,7 @@ class SearchQAEnv(gym.Env[str, str]):
     - `corpus`: the documents to search; may be None when `retriever` is an object with its own corpus.
     - `retriever`: `"bm25"` (bm25s, default), `"rank_bm25"`, or any `Retriever`.
     - `ranker`: None (retriever order) or any `Ranker`.
-    - `answer_reward`: `"em"`, `"f1"`, `"cover_em"` or a function (prediction, golds) -> float.
+    - `answer_reward`: `"em"`, `"f1"`, `"cover_em"`, `"subem"` or a function (prediction, golds) -> float.
     - `action_format`: `"tags"` (Search-R1) or `"tool_calls"`, or any `ActionProtocol`.
     - `template`: the prompt template, with a `{question}` field; defaults to the grammar's own.
     - `top_k`: documents shown per search (3). `candidates`: pool retrieved per search (50).
@@ -312,12 +321,14 @@ class SearchQAEnv(gym.Env[str, str]):
         assert self.record is not None
         golds = self.record.answers
         em, f1, cover_em = answer_scores(answer, golds)
+        # A whole-token span is a substring, so cover-EM implies subem: only misses pay for the scan.
+        subem = 1.0 if cover_em else substring_exact_match(answer, golds)
         reward = self.answer_reward
         parts: RewardParts = info["reward"]
         # A named answer reward is one of the metrics just computed: not computed twice.
         parts["answer"] = (em if reward is exact_match else f1 if reward is f1_score else cover_em if reward is cover_exact_match
-                           else float(reward(answer, golds)))
-        parts["em"], parts["f1"], parts["cover_em"] = em, f1, cover_em
+                           else subem if reward is substring_exact_match else float(reward(answer, golds)))
+        parts["em"], parts["f1"], parts["cover_em"], parts["subem"] = em, f1, cover_em, subem
         return parts["answer"]
 
     def _summary(self, *, answered: bool) -> EpisodeSummary:
@@ -337,6 +348,7 @@ class SearchQAEnv(gym.Env[str, str]):
             "em": last.get("em", 0.0),
             "f1": last.get("f1", 0.0),
             "cover_em": last.get("cover_em", 0.0),
+            "subem": last.get("subem", 0.0),
             "format_valid": answered and actions_valid(self._turn_actions),
             "turn_labels": turn_labels,
             "judge_failures": judge_failures,

@@ -31,7 +31,7 @@ def test_search_then_answer(env):
     assert "episode" not in info
     obs, r, term, trunc, info = env.step("<think>Doc 1 says Becquerel.</think><answer>becquerel</answer>")
     assert (obs, r, term, trunc) == ("", 1.0, True, False)
-    assert info["reward"] == {"answer": 1.0, "em": 1.0, "f1": 1.0, "cover_em": 1.0, "total": 1.0, "format": 1.0}
+    assert info["reward"] == {"answer": 1.0, "em": 1.0, "f1": 1.0, "cover_em": 1.0, "subem": 1.0, "total": 1.0, "format": 1.0}
     ep = info["episode"]
     assert (ep["outcome"], ep["turns"], ep["searches"], ep["invalid_actions"], ep["format_valid"]) == ("answered", 2, 1, 0, True)
     assert "[agent]" in env.render()
@@ -42,6 +42,17 @@ def test_wrong_answer_scores_partial_f1(env):
     _, r, term, _, info = env.step("<answer>Pierre Becquerel</answer>")
     assert r == 0.0 and term
     assert info["reward"]["f1"] == pytest.approx(2 / 3)
+
+
+def test_subem_is_reported_and_can_be_the_reward(small_records, ten_doc_corpus):
+    # "Becquerels" holds the gold "Becquerel" as a substring but not as a whole token.
+    for reward, expected in (("em", 0.0), ("cover_em", 0.0), ("subem", 1.0)):
+        env = SearchQAEnv(small_records, ten_doc_corpus, cache_dir=False, answer_reward=reward)
+        env.reset(options={"question_id": "q1"})
+        _, r, term, _, info = env.step("<answer>the Becquerels</answer>")
+        assert term and r == expected and info["reward"]["answer"] == expected
+        assert (info["reward"]["cover_em"], info["reward"]["subem"]) == (0.0, 1.0)
+        assert info["episode"]["subem"] == 1.0
 
 
 def test_invalid_action_is_a_normal_step(env):

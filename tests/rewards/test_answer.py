@@ -1,7 +1,17 @@
 import pytest
 
 from searchgym.errors import ConfigError
-from searchgym.rewards import answer_scores, cover_exact_match, exact_match, f1_score, format_valid, normalize_answer, resolve_answer_reward, token_f1
+from searchgym.rewards import (
+    answer_scores,
+    cover_exact_match,
+    exact_match,
+    f1_score,
+    format_valid,
+    normalize_answer,
+    resolve_answer_reward,
+    substring_exact_match,
+    token_f1,
+)
 
 
 @pytest.mark.parametrize(
@@ -28,6 +38,31 @@ def test_cover_em_needs_whole_token_span():
     assert cover_exact_match("it was Paris, France", ["paris"]) == 1.0
     assert cover_exact_match("Parisian", ["Paris"]) == 0.0
     assert cover_exact_match("anything", [""]) == 0.0
+
+
+def test_subem_is_a_substring_test_on_normalized_text():
+    # Search-R1's subem_check / FlashRAG's Sub_ExactMatch: `normalize(gold) in normalize(prediction)`.
+    assert substring_exact_match("210", ["21"]) == 1.0
+    assert cover_exact_match("210", ["21"]) == 0.0
+    assert substring_exact_match("xLady Gaga", ["Lady Gaga"]) == 1.0
+    assert cover_exact_match("xLady Gaga", ["Lady Gaga"]) == 0.0
+    assert substring_exact_match("Parisian", ["Paris"]) == 1.0
+    # Normalization first: case, punctuation and articles go on both sides.
+    assert substring_exact_match("It was THE Beatles!", ["beatles"]) == 1.0
+    assert substring_exact_match("It was the Beatles", ["The Rolling Stones", "Beatles"]) == 1.0
+    assert substring_exact_match("Rolling", ["The Rolling Stones"]) == 0.0
+    assert substring_exact_match("Lady", ["Lady Gaga"]) == 0.0
+    # As in the official code, a gold answer that normalizes to nothing is in every prediction.
+    assert substring_exact_match("anything", ["The"]) == 1.0
+    assert substring_exact_match("anything", []) == 0.0
+    assert resolve_answer_reward("subem") is substring_exact_match
+
+
+def test_subem_agrees_with_cover_em_on_whole_tokens():
+    pairs = [("it was Paris, France", ["paris"]), ("Parisian", ["Paris"]), ("the 21 pilots", ["21"]), ("210", ["21"])]
+    for prediction, golds in pairs:
+        # Whole-token cover implies substring containment, never the other way round.
+        assert substring_exact_match(prediction, golds) >= cover_exact_match(prediction, golds)
 
 
 def test_token_f1_worked_example():
