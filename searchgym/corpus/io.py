@@ -20,7 +20,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from searchgym.corpus.corpus import Corpus, Document, parse_contents
+from searchgym.corpus.corpus import Corpus, Document, split_contents
 from searchgym.errors import DataError, DataNotFoundError
 
 csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
@@ -114,7 +114,8 @@ def _document_from_json(obj: object, path: Path, lineno: int) -> Document:
         contents = obj["contents"]
         if not isinstance(contents, str):
             raise DataError(f"'contents' must be a string, got {type(contents).__name__}", path=path, record=where)
-        title, text = parse_contents(contents)
+        title, text, quoted = split_contents(contents)
+        return Document(str(doc_id), title, text, quoted)
     elif "text" in obj:
         title, text = obj.get("title", ""), obj["text"]
         if not isinstance(text, str) or not isinstance(title, str):

@@ -53,8 +53,10 @@ class SearchQAEnv(gym.Env[str, str]):
 
     ## Observation Space
     `UnicodeText`: `reset` returns the instruction prompt with the question; a search step returns
-    `<information>Doc 1(Title: t) text ... </information>`; an invalid action returns an explanation of
-    what is expected. The gold answer never appears in an observation.
+    `\n\n<information>Doc 1(Title: "t") text\nDoc 2(...) ...</information>\n\n`, byte for byte what
+    Search-R1's `_passages2string` writes for the same documents (`doc_format="search-r1"`, the default
+    with Search-R1's template; `"plain"` writes the title without quotes); an invalid action returns an
+    explanation of what is expected. The gold answer never appears in an observation.
 
     ## Rewards
     0 on every step except the answering one, which gets `answer_reward(answer, gold_answers)`: exact
@@ -87,6 +89,8 @@ class SearchQAEnv(gym.Env[str, str]):
     - `answer_reward`: `"em"`, `"f1"`, `"cover_em"`, `"subem"` or a function (prediction, golds) -> float.
     - `action_format`: `"tags"` (Search-R1) or `"tool_calls"`, or any `ActionProtocol`.
     - `template`: the prompt template, with a `{question}` field; defaults to the grammar's own.
+    - `doc_format`: how the tag grammar writes documents, `"search-r1"` or `"plain"`; None means
+      `"search-r1"` with the default template and `"plain"` with your own.
     - `top_k`: documents shown per search (3). `candidates`: pool retrieved per search (50).
     - `max_turns`: turns before truncation (4). `max_query_chars`: longer queries are invalid (1000).
     - `cache_dir`: where retrieval indexes are cached (`~/.cache/searchgym`; False disables).
@@ -97,7 +101,11 @@ class SearchQAEnv(gym.Env[str, str]):
     - `render_mode`: None or `"ansi"` (the transcript as text).
 
     ## Version History
-    - v0: initial version.
+    - v0: initial version. Later, without a new version number: with the default template (Search-R1's),
+      search results are written as Search-R1 writes them, `Doc 1(Title: "Paris") ...` with the title's
+      quotes, where they were `Doc 1(Title: Paris) ...`; pass `doc_format="plain"` for the earlier text.
+      The step info gained `subem` (schema 3). Rewards, episodes and every other observation are
+      unchanged.
 
     ## Example
     >>> import gymnasium as gym, searchgym
@@ -120,6 +128,7 @@ class SearchQAEnv(gym.Env[str, str]):
         answer_reward: str | AnswerReward = "em",
         action_format: str | ActionProtocol = "tags",
         template: str | None = None,
+        doc_format: Literal["search-r1", "plain"] | None = None,
         top_k: int = 3,
         candidates: int = 50,
         max_turns: int = 4,
@@ -152,7 +161,7 @@ class SearchQAEnv(gym.Env[str, str]):
         self.retriever = resolve_retriever(retriever, corpus, cache_dir=None if cache_dir is True else cache_dir)
         self.ranker = resolve_ranker(ranker)
         self.answer_reward = resolve_answer_reward(answer_reward)
-        self.protocol = resolve_protocol(action_format, template=template, max_query_chars=max_query_chars)
+        self.protocol = resolve_protocol(action_format, template=template, max_query_chars=max_query_chars, doc_format=doc_format)
         self.top_k, self.candidates, self.max_turns = top_k, candidates, max_turns
         self.judge = resolve_judge(judge)
         self.judge_deferred = bool(self.judge.deferred) if judge_mode is None and self.judge is not None else judge_mode == "deferred"

@@ -76,3 +76,25 @@ def test_bad_encoding_and_missing(tmp_path):
         load_corpus(path)
     with pytest.raises(DataNotFoundError):
         load_corpus(tmp_path / "absent.jsonl")
+
+
+def test_bare_and_quoted_title_lines_survive_the_document_store_and_the_cache(tmp_path):
+    from searchgym.corpus import Corpus, Document
+    from searchgym.retrieval.base import Hit
+    from searchgym.retrieval.cache import _hits_from_json, _hits_to_json
+    from searchgym.retrieval.docstore import DocStore, DocStoreWriter
+
+    docs = [Document("q", "Paris", "Capital of France."), Document("b", "Absalon", "built a castle.", title_quoted=False)]
+    writer = DocStoreWriter(tmp_path)
+    for doc in docs:
+        writer.add(doc)
+    writer.close()
+    stored = list(DocStore(tmp_path, content_hash=Corpus(docs).content_hash))
+    assert stored == docs and [d.contents for d in stored] == ['"Paris"\nCapital of France.', "Absalon\nbuilt a castle."]
+    assert [h.doc for h in _hits_from_json(_hits_to_json([Hit(d, 1.0) for d in docs]))] == docs
+    # A bare title changes the content hash (an index keyed by it must not serve the quoted form), and
+    # only then: quoted corpora keep the hashes they had.
+    quoted = Corpus([docs[0], Document("b", "Absalon", "built a castle.")])
+    assert Corpus(docs).content_hash != quoted.content_hash
+    # The hash the quoted pair had before documents remembered bare titles.
+    assert quoted.content_hash == "5e2952a21e96aacc47c4564d31da39d45251bd42358182d516cda37a2cd8b260"

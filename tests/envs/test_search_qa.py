@@ -23,7 +23,7 @@ def test_search_then_answer(env):
     env.reset(options={"question_id": "q1"})
     obs, r, term, trunc, info = env.step("<think>Need the discoverer.</think><search>who discovered radioactivity Becquerel</search>")
     assert (r, term, trunc) == (0.0, False, False)
-    assert obs.startswith("\n\n<information>Doc 1(Title: Radioactivity) Radioactivity was discovered by Henri Becquerel")
+    assert obs.startswith('\n\n<information>Doc 1(Title: "Radioactivity") Radioactivity was discovered by Henri Becquerel')
     assert obs.count("Doc ") == 3
     assert info["action"] == "search" and info["query"] == "who discovered radioactivity Becquerel" and info["thinking"] == "Need the discoverer."
     assert [d["id"] for d in info["shown"]] == info["candidates"]["ids"][:3] and set(info["candidates"]) == {"ids", "scores"}
@@ -35,6 +35,25 @@ def test_search_then_answer(env):
     ep = info["episode"]
     assert (ep["outcome"], ep["turns"], ep["searches"], ep["invalid_actions"], ep["format_valid"]) == ("answered", 2, 1, 0, True)
     assert "[agent]" in env.render()
+
+
+def test_doc_format_plain_and_custom_template_keep_titles_unquoted(small_records, ten_doc_corpus):
+    plain = SearchQAEnv(small_records, ten_doc_corpus, cache_dir=False, doc_format="plain")
+    own = SearchQAEnv(small_records, ten_doc_corpus, cache_dir=False, template="Q: {question}\n")
+    quoted = SearchQAEnv(small_records, ten_doc_corpus, cache_dir=False, template="Q: {question}\n", doc_format="search-r1")
+    observations = []
+    for env in (plain, own, quoted):
+        env.reset(options={"question_id": "q1"})
+        observations.append(env.step("<search>who discovered radioactivity</search>")[0])
+    assert observations[0] == observations[1]
+    assert observations[0].startswith("\n\n<information>Doc 1(Title: Radioactivity) Radioactivity was discovered")
+    assert observations[2] == observations[0].replace("(Title: Radioactivity)", '(Title: "Radioactivity")').replace(
+        "(Title: Henri Becquerel)", '(Title: "Henri Becquerel")'
+    ).replace("(Title: Marie Curie)", '(Title: "Marie Curie")').replace("(Title: Nobel Prize in Physics)", '(Title: "Nobel Prize in Physics")')
+    with pytest.raises(ConfigError, match="doc_format"):
+        SearchQAEnv(small_records, ten_doc_corpus, cache_dir=False, doc_format="json")
+    with pytest.raises(ConfigError, match="doc_format applies"):
+        SearchQAEnv(small_records, ten_doc_corpus, cache_dir=False, action_format="tool_calls", doc_format="plain")
 
 
 def test_wrong_answer_scores_partial_f1(env):
