@@ -83,7 +83,9 @@ class BenchmarkSearchQAEnv(SearchQAEnv):
             data_path = fetch_dataset(dataset, split, cache_dir=_hub_cache(cache_dir))
         loaded = load_dataset_file(data_path, source=dataset)
         self.data_path, self.data_sha256 = loaded.path, loaded.sha256
-        corpus = _load_corpus_arg(corpus_path) or loaded.corpus
+        corpus = _load_corpus_arg(corpus_path)
+        if corpus is None:
+            corpus = loaded.corpus
         if corpus is None and isinstance(env_options.get("retriever", "bm25"), str):
             raise DataNotFoundError(
                 f"{dataset} questions carry no passages to search: pass corpus_path= (the 2018 Wikipedia passages "
@@ -153,7 +155,9 @@ class CustomSearchQAEnv(SearchQAEnv):
         self.split = split
         loaded = load_dataset_file(data_path, source="custom")
         self.data_path, self.data_sha256 = loaded.path, loaded.sha256
-        corpus = _load_corpus_arg(corpus_path) or loaded.corpus
+        corpus = _load_corpus_arg(corpus_path)
+        if corpus is None:
+            corpus = loaded.corpus
         if corpus is None and isinstance(env_options.get("retriever", "bm25"), str):
             raise DataNotFoundError("no corpus: pass corpus_path= a corpus file, or retriever= a retriever object", path=data_path)
         super().__init__(_limit(list(loaded.records), limit), corpus, cache_dir=cache_dir, **env_options)

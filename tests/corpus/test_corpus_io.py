@@ -52,8 +52,10 @@ def test_duplicate_ids_rejected():
     "name, body, needle",
     [
         ("trunc.jsonl", '{"id": "1", "contents": "\\"T\\"\\nx"}\n{"id": "2", "conte', "line 2"),
-        ("notobj.jsonl", '["a"]\n', "line 1"),
-        ("noid.jsonl", '{"contents": "x"}\n', "line 1"),
+        ("notobj.jsonl", '["a"]\n', "item 0"),
+        ("notobj2.jsonl", '{"id": "1", "text": "x"}\n["a"]\n', "line 2"),
+        ("badid.jsonl", '{"id": [1], "contents": "x"}\n', "line 1"),
+        ("cut.json", '[{"title": "A", "text": "x"}, {"title": "B", "te', "record 1"),
         ("notext.jsonl", '{"id": 1, "body": "x"}\n', "line 1"),
         ("types.jsonl", '{"id": 1, "contents": 5}\n', "line 1"),
         ("short.tsv", "id\ttext\ttitle\n1\tonly text\n", "line 2"),
@@ -98,3 +100,59 @@ def test_bare_and_quoted_title_lines_survive_the_document_store_and_the_cache(tm
     assert Corpus(docs).content_hash != quoted.content_hash
     # The hash the quoted pair had before documents remembered bare titles.
     assert quoted.content_hash == "5e2952a21e96aacc47c4564d31da39d45251bd42358182d516cda37a2cd8b260"
+
+
+@pytest.mark.parametrize("body", ["", "\n\n", "[]", "[\n]\n"])
+@pytest.mark.parametrize("name", ["corpus.jsonl", "corpus.json"])
+def test_empty_corpus_file_is_an_error_naming_it(tmp_path, name, body):
+    path = tmp_path / name
+    path.write_text(body)
+    with pytest.raises(DataError, match="holds no documents") as e:
+        load_corpus(path)
+    assert e.value.path == str(path)
+
+
+def test_empty_tsv_corpus_is_an_error(tmp_path):
+    path = tmp_path / "psgs.tsv"
+    for body in ("", "id\ttext\ttitle\n"):
+        path.write_text(body)
+        with pytest.raises(DataError, match="holds no documents"):
+            load_corpus(path)
+
+
+def test_json_list_of_titles_and_texts_without_ids(tmp_path, caplog):
+    # The layout several multi-hop retrieval repositories ship: one JSON list, no ids.
+    rows = [
+        {"title": "Rome", "text": "Rome is the capital city of Italy."},
+        {"title": "Tiber", "text": "The Tiber flows through Rome."},
+        {"title": "Seine", "text": "The Seine flows through Paris."},
+    ]
+    path = tmp_path / "musique_corpus.json"
+    path.write_text(json.dumps(rows, indent=2))
+    with caplog.at_level("WARNING", logger="searchgym.corpus.io"):
+        corpus = load_corpus(path)
+    assert [(d.id, d.title, d.text) for d in corpus] == [(str(i), r["title"], r["text"]) for i, r in enumerate(rows)]
+    warnings = [r for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and "position" in warnings[0].getMessage() and str(path) in warnings[0].getMessage()
+    # The same list with ids keeps them (id, _id or idx), and so does jsonl without ids get positions.
+    path.write_text(json.dumps([dict(r, idx=10 + i) for i, r in enumerate(rows)]))
+    assert [d.id for d in load_corpus(path)] == ["10", "11", "12"]
+    lines = tmp_path / "noid.jsonl"
+    lines.write_text("".join(json.dumps({"contents": f'"{r["title"]}"\n{r["text"]}'}) + "\n" for r in rows))
+    assert [(d.id, d.title) for d in load_corpus(lines)] == [("0", "Rome"), ("1", "Tiber"), ("2", "Seine")]
+
+
+def test_truncated_only_when_the_json_really_ends_early(tmp_path):
+    bad_middle = tmp_path / "middle.jsonl"
+    bad_middle.write_text('{"id": "1", "text": "x"}\n{"id": "2", "text": x}\n{"id": "3", "text": "z"}\n')
+    with pytest.raises(DataError) as e:
+        load_corpus(bad_middle)
+    assert "line 2" in str(e.value) and "is the file truncated" not in str(e.value)
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text('{"id": "1", "text": "x"}\n{"id": "2", "te')
+    with pytest.raises(DataError, match="is the file truncated") as e:
+        load_corpus(cut)
+    assert "line 2" in str(e.value)
+    valid_list = tmp_path / "list.json"
+    valid_list.write_text(json.dumps([{"title": "A", "text": "x"}]))
+    assert len(load_corpus(valid_list)) == 1

@@ -7,7 +7,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import searchgym
-from searchgym.errors import DataNotFoundError
+from searchgym.errors import DataError, DataNotFoundError
 from tests.conftest import TEN_DOCS
 from tests.helpers import shared_file
 
@@ -122,6 +122,16 @@ def test_missing_data_fails_at_once_with_the_ways_to_provide_it(local_files):
         gym.make("SearchQA-NQ-v0", data_path=local_files["flashrag"])
     with pytest.raises(DataNotFoundError, match="data_path="):
         gym.make("SearchQA-Custom-v0")
+
+
+@pytest.mark.parametrize("env_id, data", [("SearchQA-Bamboogle-v0", "flashrag"), ("SearchQA-HotpotQA-v0", "hotpot")])
+def test_empty_corpus_file_is_an_error_naming_the_corpus(env_id, data, local_files, tmp_path):
+    empty = tmp_path / "wiki18.jsonl"
+    empty.write_text("")
+    # Never ignored: not for HotpotQA (whose own paragraphs would otherwise stand in), not for Bamboogle.
+    with pytest.raises(DataError, match="holds no documents") as e:
+        gym.make(env_id, data_path=local_files[data], corpus_path=str(empty), cache_dir=False)
+    assert e.value.path == str(empty) and local_files[data] not in str(e.value)
 
 
 def test_hotpotqa_distractor_corpus_from_contexts(local_files, tmp_path):
