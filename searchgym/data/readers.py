@@ -1,8 +1,11 @@
-"""Read a dataset file's container into raw records: jsonl, a JSON list or parquet, each optionally `.gz`.
+"""Read a dataset file's container into raw records: jsonl, a JSON list, parquet, TSV or CSV, each
+optionally `.gz`.
 
-The container is chosen by the extension (`.json`, `.jsonl`/`.ndjson`, `.parquet`, under an optional
-`.gz`), else by the file's first bytes. Each raw record keeps its position for error messages: `line N`
-(1-based) for jsonl, the 0-based list index for JSON lists, `row N` (0-based) for parquet. Invalid
+The container is chosen by the extension (`.json`, `.jsonl`/`.ndjson`, `.parquet`, `.tsv`, `.csv`, under an
+optional `.gz`), else by the file's first bytes. TSV and CSV files need a header line; its column names
+are stripped and lowercased (Bamboogle's `Question,Answer`), and every value is a string. Each raw record
+keeps its position for error messages: `line N` (1-based) for jsonl, TSV and CSV, the 0-based list index
+for JSON lists, `row N` (0-based) for parquet. Invalid
 UTF-8, malformed JSON and truncated or corrupt (compressed) data raise a `DataError` naming the file and,
 where it can be told, the record. Records are yielded one at a time, so a caller that stops early
 (`limit`) leaves the rest of a jsonl or parquet file unread.
@@ -11,9 +14,11 @@ where it can be told, the record. Records are yielded one at a time, so a caller
 from __future__ import annotations
 
 import codecs
+import csv
 import gzip
 import io
 import json
+import sys
 import re
 import zlib
 from collections.abc import Iterator, Mapping
@@ -47,6 +52,8 @@ def _iter_raw(file: Path) -> Iterator[_Raw]:
     kind = _container_kind(file)
     if kind == "parquet":
         return _iter_parquet(file)
+    if kind in ("tsv", "csv"):
+        return _iter_delimited(file, "\t" if kind == "tsv" else ",")
     if _first_significant_byte(file) == b"[":
         return _iter_json_array(file)
     return _iter_json_lines(file)
@@ -68,13 +75,16 @@ def _container_kind(file: Path) -> str:
         return "parquet"
     if suffix in (".json", ".jsonl", ".ndjson"):
         return "json"
+    if suffix in (".tsv", ".csv"):
+        return suffix[1:]
     head = _read_head(file, 4)
     if head == b"PAR1":
         return "parquet"
     if _first_significant_byte(file) in (b"[", b"{"):
         return "json"
     raise DataError(
-        f"unsupported file type {suffix or '(no extension)'!r}: expected .json, .jsonl or .parquet, optionally .gz",
+        f"unsupported file type {suffix or '(no extension)'!r}: expected .json, .jsonl, .parquet, .tsv or .csv, "
+        "optionally .gz",
         path=file,
     )
 
@@ -256,3 +266,36 @@ def _import_parquet(file: Path) -> Any:
     except ImportError as exc:
         raise DataError("reading parquet needs pyarrow: pip install pyarrow", path=file) from exc
     return pq
+
+
+def _iter_delimited(file: Path, delimiter: str) -> Iterator[_Raw]:
+    """Rows of a TSV or CSV file with a header line, as {lowercased column: string value}."""
+    csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
+    text = _read_all_bytes(file).removeprefix(codecs.BOM_UTF8)
+    try:
+        decoded = text.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = text.count(b"\n", 0, exc.start) + 1
+        raise DataError(_not_utf8_message(text[exc.start : exc.start + 1], f"line {line}"), path=file) from None
+    reader = csv.reader(io.StringIO(decoded, newline=""), delimiter=delimiter)
+    try:
+        header = next(reader, None)
+        if header is None:
+            return
+        columns = [name.strip().lower() for name in header]
+        if len(set(columns)) != len(columns) or "" in columns:
+            raise DataError(f"the header line must name every column once, got {header}", path=file, record="line 1")
+        for row in reader:
+            where = f"line {reader.line_num}"
+            if not row:
+                continue
+            if len(row) != len(columns):
+                raise DataError(
+                    f"expected {len(columns)} {'tab' if delimiter == chr(9) else 'comma'}-separated fields "
+                    f"({', '.join(columns)}), got {len(row)}",
+                    path=file,
+                    record=where,
+                )
+            yield _Raw(where, reader.line_num, dict(zip(columns, row, strict=True)))
+    except csv.Error as exc:
+        raise DataError(f"unreadable {'TSV' if delimiter == chr(9) else 'CSV'} row: {exc}", path=file, record=f"line {reader.line_num}") from exc
