@@ -14,6 +14,7 @@ def test_parse_contents():
     assert Document("1", "T", "x").contents == '"T"\nx'
 
 
+@pytest.mark.shared_data
 def test_wiki18_sample_loads():
     corpus = load_corpus(shared_file("wiki_corpus/wiki18_sample_1000.jsonl"))
     assert len(corpus) == 1000
@@ -21,6 +22,21 @@ def test_wiki18_sample_loads():
     assert (first.id, first.title) == ("0", "Evan Morris")
     assert first.text.startswith("Evan Morris Evan L. Morris (January 26, 1977")
     assert all(d.title and d.text for d in corpus)
+
+
+def test_wiki18_layout_loads(tmp_path):
+    # wiki-18 as FlashRAG and Search-R1 ship it: {"id": "0", "contents": "\"Title\"\ntext"} per line.
+    path = tmp_path / "wiki-18.jsonl"
+    rows = [
+        {"id": "0", "contents": '"Evan Morris"\nEvan Morris Evan L. Morris (January 26, 1977 – July 9, 2015) was a lobbyist.'},
+        {"id": "1", "contents": '"Horatio Hale"\nconsisted of an Algonkin vocabulary, gathered from a band of Indians.'},
+        {"id": "2", "contents": 'Absalon\ncity of ""Havn"" (English: Harbour), and built there a castle.'},
+    ]
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    corpus = load_corpus(path)
+    assert [(d.id, d.title, d.title_quoted) for d in corpus] == [("0", "Evan Morris", True), ("1", "Horatio Hale", True), ("2", "Absalon", False)]
+    assert corpus[0].text.startswith("Evan Morris Evan L. Morris (January 26, 1977")
+    assert [d.contents for d in corpus] == [r["contents"] for r in rows]
 
 
 def test_formats_agree(tmp_path):

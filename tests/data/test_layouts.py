@@ -168,6 +168,20 @@ def test_musique_official_layout(tmp_path):
     assert ds.records[0].gold_docs == ("Green", "Steve Hillage", "London")
 
 
+def test_musique_context_ids_are_deterministic_and_numbered(tmp_path):
+    # Two records with different paragraphs under one title, as real MuSiQue files have.
+    second = json.loads(json.dumps(MUSIQUE))
+    second["id"] = "3hop1__x"
+    second["paragraphs"][1]["paragraph_text"] = "Steve Hillage played guitar in Gong."
+    path = tmp_path / "musique.json"
+    path.write_text(json.dumps([MUSIQUE, second]), encoding="utf-8")
+    a, b = load_dataset_file(path), load_dataset_file(path)
+    assert [d.id for d in a.corpus] == ["Green", "Steve Hillage", "London", "Paris", "Steve Hillage (2)"]
+    assert [d.id for d in a.corpus] == [d.id for d in b.corpus] and a.corpus.content_hash == b.corpus.content_hash
+    assert a.records[1].gold_docs == ("Green", "Steve Hillage (2)", "London")
+    assert a.corpus.get("Steve Hillage (2)").title == "Steve Hillage"
+
+
 def test_musique_question_only_release_keeps_aliases_entities_and_hops(tmp_path):
     # Without `paragraphs`, the file used to be read as a plain question/answer file: aliases, the
     # decomposition's intermediate answers and hops were lost without a word.

@@ -208,6 +208,60 @@ def test_hotpotqa_distractor_corpus_from_contexts(local_files, tmp_path):
     assert r == 1.0 and term
 
 
+def write_real_layouts(folder):
+    """One small file per real layout the benchmark ids are used with, in the folder names the FlashRAG
+    hub and Search-R1 use (`nq/test.jsonl`, `nq_search/test.parquet`)."""
+    from tests.data.test_layouts import HOTPOT_OFFICIAL, MUSIQUE, hotpot_hf, searchr1_row, write_parquet
+
+    files = {}
+    for name, rows, lines in (
+        ("hotpotqa/train.jsonl", [hotpot_hf(r) for r in HOTPOT_OFFICIAL], True),
+        ("hotpotqa/hotpot_dev_distractor_v1.json", HOTPOT_OFFICIAL, False),
+        ("musique/musique_ans_v1.0_dev.jsonl", [MUSIQUE], True),
+        ("nq/test.jsonl", FLASHRAG, True),
+        ("triviaqa/test.jsonl", FLASHRAG, True),
+        ("popqa/test.jsonl", POPQA, True),
+    ):
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows) if lines else json.dumps(rows, indent=4))
+        files[name] = str(path)
+    (folder / "nq_search").mkdir()
+    rows = [searchr1_row(i, r["question"], r["golden_answers"]) for i, r in enumerate(FLASHRAG)]
+    files["nq_search/test.parquet"] = str(write_parquet(folder / "nq_search" / "test.parquet", rows))
+    return files
+
+
+@pytest.mark.parametrize(
+    "env_id, data, needs_corpus",
+    [
+        ("SearchQA-HotpotQA-v0", "hotpotqa/train.jsonl", False),
+        ("SearchQA-HotpotQA-v0", "hotpotqa/hotpot_dev_distractor_v1.json", False),
+        ("SearchQA-Musique-v0", "musique/musique_ans_v1.0_dev.jsonl", False),
+        ("SearchQA-NQ-v0", "nq/test.jsonl", True),
+        ("SearchQA-NQ-v0", "nq_search/test.parquet", True),
+        ("SearchQA-TriviaQA-v0", "triviaqa/test.jsonl", True),
+        ("SearchQA-PopQA-v0", "popqa/test.jsonl", True),
+    ],
+)
+def test_real_layouts_make_working_envs(env_id, data, needs_corpus, local_files, tmp_path):
+    files = write_real_layouts(tmp_path / "data")
+    kwargs = {"data_path": files[data], "cache_dir": tmp_path / "cache"}
+    if needs_corpus:
+        kwargs["corpus_path"] = local_files["corpus"]
+    env = gym.make(env_id, **kwargs)
+    for index in range(len(env.unwrapped.records)):
+        obs, info = env.reset(options={"index": index})
+        question = env.unwrapped.record.question
+        assert question in obs
+        obs, _, _, _, info = env.step(f"<search>{question}</search>")
+        # BM25 shows only documents sharing a term with the query: up to top_k (3) of them.
+        assert info["action"] == "search" and 1 <= len(info["shown"]) <= 3 and obs.count("Doc ") == len(info["shown"])
+        _, _, term, _, info = env.step(f"<answer>{env.unwrapped.record.answers[-1]}</answer>")
+        assert term and info["reward"]["em"] == 1.0
+
+
+@pytest.mark.shared_data
 @pytest.mark.parametrize(
     "env_id, data, corpus",
     [
