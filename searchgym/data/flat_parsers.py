@@ -213,6 +213,9 @@ def _plain_answers(raw: Mapping[str, Any]) -> list[str]:
 
 
 def _parse_nq_open(raw: Mapping[str, Any], ctx: _ParseContext) -> _Draft:
+    if any(isinstance(k, str) and k != k.lower() for k in raw):
+        # Bamboogle's Hugging Face export names its columns `Question` and `Answer`.
+        raw = {k.lower() if isinstance(k, str) else k: v for k, v in raw.items()}
     question = _as_str(_field(raw, "question"), "question")
     answers = _unique(_plain_answers(raw))
     dataset = record_dataset("nq_open", raw)

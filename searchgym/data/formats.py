@@ -96,6 +96,8 @@ def _detect_format(first: _Raw, file: Path) -> str:
 
 def _format_candidates(value: Mapping[str, Any], keys: set[str]) -> list[str]:
     """Every format the record's keys fit, the generic ones only when no specific one fits."""
+    # Some exports capitalise their columns (Bamboogle's `Question`, `Answer`); the parsers accept both.
+    keys = keys | {k.lower() for k in keys if isinstance(k, str)}
     matches = [fmt for fmt, signatures in _SIGNATURES.items() if any(sig <= keys for sig in signatures)]
     matches = [fmt for fmt in matches if _NARROWER.get(fmt) not in matches]
     specific = [fmt for fmt in matches if fmt not in _GENERIC]

@@ -411,6 +411,42 @@ def test_bamboogle_csv(tmp_path):
     assert [r.source for r in ds.records] == ["bamboogle", "bamboogle"]
 
 
+def test_bamboogle_hugging_face_export_with_capitalised_columns(tmp_path):
+    path = tmp_path / "bamboogle" / "test.jsonl"
+    path.parent.mkdir()
+    path.write_text(json.dumps({"Question": "Who founded the company that makes the iPod?", "Answer": "Steve Jobs"}) + "\n")
+    ds = load_dataset_file(path)
+    q = "Who founded the company that makes the iPod?"
+    assert (ds.format, summary(ds)) == ("nq_open", [(derived(q, "Steve Jobs"), q, ("Steve Jobs",), ("Steve Jobs",), None)])
+    assert ds.records[0].source == "bamboogle"
+
+
+def test_2wiki_hugging_face_export_with_column_wise_context(tmp_path):
+    row = {
+        "id": "a1",
+        "type": "compositional",
+        "question": "Who is the mother of the director of film Polish-Russian War?",
+        "answer": "Małgorzata Braunek",
+        "supporting_facts": {"title": ["Polish-Russian War (film)", "Xawery Żuławski"], "sent_id": [1, 2]},
+        "context": {
+            "title": ["Xawery Żuławski", "Polish-Russian War (film)"],
+            "content": [["Xawery Żuławski is a Polish film director.", "In 1995 he graduated.", "His mother was Małgorzata Braunek."],
+                        ["Polish-Russian War is a 2009 Polish film.", "It was directed by Xawery Żuławski."]],
+        },
+        "evidences": [["Polish-Russian War", "director", "Xawery Żuławski"], ["Xawery Żuławski", "mother", "Małgorzata Braunek"]],
+    }
+    path = tmp_path / "2wikimultihopqa_dev.jsonl"
+    path.write_text(json.dumps(row, ensure_ascii=False) + "\n", encoding="utf-8")
+    ds = load_dataset_file(path)
+    assert (ds.format, dict(ds.datasets)) == ("2wiki", {"2wiki": 1})
+    assert summary(ds) == [
+        ("a1", row["question"], ("Małgorzata Braunek",),
+         ("Polish-Russian War (film)", "Xawery Żuławski", "Polish-Russian War", "Małgorzata Braunek"), 2)
+    ]
+    assert ds.records[0].gold_docs == ("Polish-Russian War (film)", "Xawery Żuławski")
+    assert ds.corpus.get("Xawery Żuławski").text == "Xawery Żuławski is a Polish film director. In 1995 he graduated. His mother was Małgorzata Braunek."
+
+
 def test_csv_rows_with_missing_fields_name_the_line(tmp_path):
     path = tmp_path / "bamboogle.csv"
     path.write_text("Question,Answer\nWho?,x\nWhat?\n", encoding="utf-8")
