@@ -224,8 +224,8 @@ def _iter_tsv(path: Path) -> Iterator[Document]:
             for lineno, row in enumerate(reader, 2):
                 if not row:
                     continue
-                if len(row) < len(cols):
-                    raise DataError(f"expected {len(cols)} tab-separated fields, got {len(row)}; is the file truncated?", path=path, record=f"line {lineno}")
+                if len(row) != len(cols):
+                    raise DataError(f"expected {len(cols)} tab-separated fields ({', '.join(cols)}), got {len(row)}", path=path, record=f"line {lineno}")
                 title = row[i_title] if i_title is not None else ""
                 yield Document(row[i_id], title, row[i_text])
         except csv.Error as e:

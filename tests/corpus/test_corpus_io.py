@@ -75,6 +75,7 @@ def test_duplicate_ids_rejected():
         ("notext.jsonl", '{"id": 1, "body": "x"}\n', "line 1"),
         ("types.jsonl", '{"id": 1, "contents": 5}\n', "line 1"),
         ("short.tsv", "id\ttext\ttitle\n1\tonly text\n", "line 2"),
+        ("long.tsv", "id\ttext\ttitle\n1\ta text\tTitle\tstray field\n", "line 2"),
         ("nohdr.tsv", "1\ttext\ttitle\n", "line 1"),
         ("corpus.xml", "<doc/>", "unknown corpus format"),
     ],
