@@ -1,4 +1,7 @@
-"""Tests of the benchmark loaders (real samples where present, small hand-written files) and the hub fetcher."""
+"""Tests of the benchmark loaders (real samples where present, small hand-written files) and the hub fetcher.
+
+`test_layouts.py` checks every accepted layout on files it writes, so a fresh clone covers them too.
+"""
 
 from __future__ import annotations
 
@@ -24,7 +27,10 @@ def sample(relative: str) -> Path:
     """A real data sample, or skip when the samples are absent (a user's fresh checkout)."""
     path = SHARED_DATA / relative
     if not path.is_file():
-        pytest.skip(f"real data sample {relative} not found under {SHARED_DATA}")
+        pytest.skip(
+            f"real data sample {relative} not found under {SHARED_DATA} (only present in the development workspace; "
+            "tests/data/test_layouts.py tests the same layouts on files it writes)"
+        )
     return path
 
 
