@@ -1,4 +1,6 @@
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from searchgym.errors import ConfigError
 from searchgym.rewards import (
@@ -134,3 +136,43 @@ def test_format_valid(turns, ok):
 )
 def test_answer_scores_are_the_three_metrics(prediction, golds):
     assert answer_scores(prediction, golds) == (exact_match(prediction, golds), f1_score(prediction, golds), cover_exact_match(prediction, golds))
+
+
+def _search_r1_normalize_answer(s):
+    # verl/utils/reward_score/qa_em.py in Search-R1, transcribed.
+    import re
+    import string
+
+    def remove_articles(text):
+        return re.sub(r"\b(a|an|the)\b", " ", text)
+
+    def white_space_fix(text):
+        return " ".join(text.split())
+
+    def remove_punc(text):
+        exclude = set(string.punctuation)
+        return "".join(ch for ch in text if ch not in exclude)
+
+    return white_space_fix(remove_articles(remove_punc(s.lower())))
+
+
+def _search_r1_subem_check(prediction, golden_answers):
+    if isinstance(golden_answers, str):
+        golden_answers = [golden_answers]
+    normalized_prediction = _search_r1_normalize_answer(prediction)
+    score = 0
+    for golden_answer in golden_answers:
+        golden_answer = _search_r1_normalize_answer(golden_answer)
+        if golden_answer in normalized_prediction:
+            score = 1
+            break
+    return score
+
+
+_WORDS = st.sampled_from(["the", "a", "Lady", "Gaga", "21", "210", "x", "Paris,", "paris", "ian", "!", "An", "  "])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_WORDS, max_size=5).map("".join), st.lists(st.lists(_WORDS, max_size=3).map(" ".join), max_size=3))
+def test_subem_agrees_with_search_r1s_subem_check(prediction, golds):
+    assert substring_exact_match(prediction, golds) == float(_search_r1_subem_check(prediction, golds))
