@@ -3,4 +3,12 @@
 from searchgym.corpus.corpus import Corpus, Document, format_contents, parse_contents, split_contents
 from searchgym.corpus.io import iter_corpus_file, load_corpus
 
-__all__ = ["Corpus", "Document", "format_contents", "iter_corpus_file", "load_corpus", "parse_contents", "split_contents"]
+__all__ = [
+    "Corpus",
+    "Document",
+    "format_contents",
+    "iter_corpus_file",
+    "load_corpus",
+    "parse_contents",
+    "split_contents",
+]

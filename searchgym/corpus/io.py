@@ -70,7 +70,10 @@ def iter_corpus_file(path: str | Path) -> Iterator[Document]:
         elif suffix in (".jsonl", ".json", ".jsonlines"):
             documents = _iter_json_list(path) if _starts_with_bracket(path) else _iter_jsonl(path)
         else:
-            raise DataError(f"unknown corpus format {suffix!r}: use .jsonl (id+contents or id+title+text), a JSON list or DPR .tsv", path=path)
+            raise DataError(
+                f"unknown corpus format {suffix!r}: use .jsonl (id+contents or id+title+text), a JSON list or DPR .tsv",
+                path=path,
+            )
         for doc in documents:
             count += 1
             yield doc
@@ -225,7 +228,11 @@ def _iter_tsv(path: Path) -> Iterator[Document]:
                 if not row:
                     continue
                 if len(row) != len(cols):
-                    raise DataError(f"expected {len(cols)} tab-separated fields ({', '.join(cols)}), got {len(row)}", path=path, record=f"line {lineno}")
+                    raise DataError(
+                        f"expected {len(cols)} tab-separated fields ({', '.join(cols)}), got {len(row)}",
+                        path=path,
+                        record=f"line {lineno}",
+                    )
                 title = row[i_title] if i_title is not None else ""
                 yield Document(row[i_id], title, row[i_text])
         except csv.Error as e:

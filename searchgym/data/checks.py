@@ -60,7 +60,8 @@ def check_dataset(loaded: QADataset, dataset: str, env_id: str) -> None:
         return
     if PLAIN in accepted:
         if named is not None and named not in accepted:
-            raise _mismatch(loaded, dataset, env_id, f"is named as {DATASET_NAMES.get(named, named)} data ({Path(loaded.path).name})")
+            what = f"is named as {DATASET_NAMES.get(named, named)} data ({Path(loaded.path).name})"
+            raise _mismatch(loaded, dataset, env_id, what)
         return
     if named == dataset:
         logger.warning(

@@ -169,7 +169,9 @@ def _last_user_message(prompt: Any) -> str:
     raise _RecordError("field 'prompt': no user message in the chat message list")
 
 
-def _searchr1_id(raw: Mapping[str, Any], ctx: _ParseContext, source: str, question: str, answers: tuple[str, ...]) -> str:
+def _searchr1_id(
+    raw: Mapping[str, Any], ctx: _ParseContext, source: str, question: str, answers: tuple[str, ...]
+) -> str:
     extra = raw.get("extra_info")
     if raw.get("id") is None and isinstance(extra, Mapping) and extra.get("index") is not None:
         rid = _record_id(extra, ctx, question, answers, ("index",))

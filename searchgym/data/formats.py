@@ -19,7 +19,9 @@ from searchgym.errors import DataError
 # Messages keep the logger they had before the loader was split into modules.
 logger = logging.getLogger("searchgym.data.loaders")
 
-DatasetFormat = Literal["auto", "hotpotqa", "hotpotqa_hf", "2wiki", "musique", "popqa", "flashrag", "searchr1", "nq_open"]
+DatasetFormat = Literal[
+    "auto", "hotpotqa", "hotpotqa_hf", "2wiki", "musique", "popqa", "flashrag", "searchr1", "nq_open"
+]
 FORMATS: tuple[str, ...] = tuple(f for f in get_args(DatasetFormat) if f != "auto")
 """Every concrete format name `load_dataset_file` accepts (besides "auto")."""
 

@@ -199,7 +199,13 @@ def load_dataset_file(
     datasets = Counter(d.dataset or "" for d in drafts)
     logger.debug("loaded %d %s records from %s", len(records), fmt, file)
     return QADataset(
-        records=records, corpus=corpus, path=str(file), format=fmt, sha256=digest, datasets=dict(datasets), skipped=skipped
+        records=records,
+        corpus=corpus,
+        path=str(file),
+        format=fmt,
+        sha256=digest,
+        datasets=dict(datasets),
+        skipped=skipped,
     )
 
 

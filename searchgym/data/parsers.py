@@ -84,7 +84,9 @@ class _ParseContext:
         return rid
 
 
-def _record_id(raw: Mapping[str, Any], ctx: _ParseContext, question: str, answers: Iterable[str], keys: tuple[str, ...] = ("id",)) -> str:
+def _record_id(
+    raw: Mapping[str, Any], ctx: _ParseContext, question: str, answers: Iterable[str], keys: tuple[str, ...] = ("id",)
+) -> str:
     """The record's own id (the first of `keys` present), or one derived from its question and answers."""
     for key in keys:
         if raw.get(key) is not None:

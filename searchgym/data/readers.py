@@ -271,12 +271,15 @@ def _import_parquet(file: Path) -> Any:
 def _iter_delimited(file: Path, delimiter: str) -> Iterator[_Raw]:
     """Rows of a TSV or CSV file with a header line, as {lowercased column: string value}."""
     csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
+    kind, separator = ("TSV", "tab") if delimiter == "\t" else ("CSV", "comma")
     text = _read_all_bytes(file).removeprefix(codecs.BOM_UTF8)
     try:
         decoded = text.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = text.count(b"\n", 0, exc.start) + 1
-        raise DataError(_not_utf8_message(text[exc.start : exc.start + 1], f"line {line}"), path=file) from None
+        column = exc.start - text.rfind(b"\n", 0, exc.start)
+        message = _not_utf8_message(text[exc.start : exc.start + 1], f"column {column}")
+        raise DataError(message, path=file, record=f"line {line}") from None
     reader = csv.reader(io.StringIO(decoded, newline=""), delimiter=delimiter)
     try:
         header = next(reader, None)
@@ -291,11 +294,11 @@ def _iter_delimited(file: Path, delimiter: str) -> Iterator[_Raw]:
                 continue
             if len(row) != len(columns):
                 raise DataError(
-                    f"expected {len(columns)} {'tab' if delimiter == chr(9) else 'comma'}-separated fields "
+                    f"expected {len(columns)} {separator}-separated fields "
                     f"({', '.join(columns)}), got {len(row)}",
                     path=file,
                     record=where,
                 )
             yield _Raw(where, reader.line_num, dict(zip(columns, row, strict=True)))
     except csv.Error as exc:
-        raise DataError(f"unreadable {'TSV' if delimiter == chr(9) else 'CSV'} row: {exc}", path=file, record=f"line {reader.line_num}") from exc
+        raise DataError(f"unreadable {kind} row: {exc}", path=file, record=f"line {reader.line_num}") from exc

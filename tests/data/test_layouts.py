@@ -485,3 +485,12 @@ def test_on_error_skip_counts_what_it_leaves_out(tmp_path, caplog):
     assert [r.id for r in ds.records] == ["1", "5"] and ds.skipped == 3
     (warning,) = [m.getMessage() for m in caplog.records if m.levelname == "WARNING"]
     assert "skipped 3 of 5 records" in warning and "line 2" in warning
+
+
+def test_tsv_that_is_not_utf8_names_the_line_and_column(tmp_path):
+    path = tmp_path / "popqa.tsv"
+    path.write_bytes("id\tquestion\tanswer\n1\tWho?\tx\n2\tQui est-ce ?\tcaf\xe9\n".encode("latin-1"))
+    with pytest.raises(DataError, match="UTF-8") as e:
+        load_dataset_file(path)
+    # "2<TAB>Qui est-ce ?<TAB>caf" is 18 bytes: the bad byte is the 19th of line 3.
+    assert "line 3" in str(e.value) and "column 19" in str(e.value)
