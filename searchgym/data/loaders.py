@@ -81,7 +81,7 @@ from searchgym.data.fields import _RecordError, _type_name
 from searchgym.data.flat_parsers import _parse_flashrag, _parse_nq_open, _parse_popqa, _parse_searchr1
 from searchgym.data.formats import FORMATS, DatasetFormat, _default_source, _detect_format
 from searchgym.data.parsers import _Draft, _parse_2wiki, _parse_hotpotqa, _parse_musique, _ParseContext
-from searchgym.data.readers import _iter_raw, _label, _Raw
+from searchgym.data.readers import Unreadable, _iter_raw, _label, _Raw
 from searchgym.data.records import QARecord
 from searchgym.errors import ConfigError, DataError, DataNotFoundError
 
@@ -179,9 +179,10 @@ def load_dataset_file(
     every record's `source` (default: the dataset the format implies, the Search-R1 `data_source`, or
     for FlashRAG a dataset name found in the path). `limit` keeps only the first `limit` records; jsonl
     and parquet files are then read no further. `on_error="skip"` leaves out the records that cannot be
-    read as the format (a missing or mistyped field, an empty question, no answer, a duplicate id) and
-    logs one warning with their count and the first few; a file that is not valid JSON, parquet, TSV or
-    CSV still raises, as nothing after the break can be trusted.
+    read (a jsonl line that is not JSON, a TSV/CSV row with the wrong number of fields, a missing or
+    mistyped field, an empty question, no answer, a duplicate id) and logs one warning with their count
+    and the first few; a broken JSON list or parquet file still raises, as nothing after the break can be
+    located.
 
     Raises DataNotFoundError if the file does not exist, DataError (naming the file and the record) if it
     cannot be read as the format, ConfigError for an invalid argument.
@@ -189,12 +190,19 @@ def load_dataset_file(
     _check_arguments(format, source, limit, on_error)
     file = _check_path(path)
     digest = _sha256(file)
-    with closing(_iter_raw(file)) as raws:
+    with closing(_iter_raw(file, skip_bad_lines=on_error == "skip")) as raws:
+        # Detection needs a readable record; unreadable ones before it are skipped (and counted) later.
+        unreadable: list[_Raw] = []
         first = next(raws, None)
+        while first is not None and isinstance(first.value, Unreadable):
+            unreadable.append(first)
+            first = next(raws, None)
         if first is None:
+            if unreadable:
+                raise DataError(f"none of the file's {len(unreadable)} records can be read; the first: {unreadable[0].value.message}", path=file)
             raise DataError("the file holds no records", path=file)
         fmt = format if format != "auto" else _detect_format(first, file)
-        drafts, builder, skipped = _parse_all(chain([first], raws), fmt, file, source, limit, on_error)
+        drafts, builder, skipped = _parse_all(chain(unreadable, [first], raws), fmt, file, source, limit, on_error)
     corpus, records = _finish(drafts, builder, file)
     datasets = Counter(d.dataset or "" for d in drafts)
     logger.debug("loaded %d %s records from %s", len(records), fmt, file)
@@ -263,6 +271,9 @@ def _parse_all(
     skipped: list[str] = []
     # islice stops pulling from the reader once `limit` records are in, so the rest is never read.
     for raw in islice(raws, limit):
+        if isinstance(raw.value, Unreadable):
+            skipped.append(raw.value.message)
+            continue
         label = _label(raw)
         try:
             draft = _parse_one(parser, raw, label, fmt, ctx)

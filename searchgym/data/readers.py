@@ -39,6 +39,13 @@ class _Raw(NamedTuple):
     value: Any
 
 
+class Unreadable(NamedTuple):
+    """Stands for a record whose line could not be decoded, when the caller asked to skip such records."""
+
+    message: str
+    """The error the record would have raised, file and position included."""
+
+
 def _label(raw: _Raw) -> str:
     value = raw.value
     if isinstance(value, Mapping):
@@ -48,15 +55,18 @@ def _label(raw: _Raw) -> str:
     return raw.where
 
 
-def _iter_raw(file: Path) -> Iterator[_Raw]:
+def _iter_raw(file: Path, *, skip_bad_lines: bool = False) -> Iterator[_Raw]:
+    """The file's raw records. With `skip_bad_lines`, a jsonl line that is not JSON (or a TSV/CSV row with
+    the wrong number of fields) comes as an `Unreadable` value instead of raising; a broken JSON list or
+    parquet file still raises, since nothing after the break can be located."""
     kind = _container_kind(file)
     if kind == "parquet":
         return _iter_parquet(file)
     if kind in ("tsv", "csv"):
-        return _iter_delimited(file, "\t" if kind == "tsv" else ",")
+        return _iter_delimited(file, "\t" if kind == "tsv" else ",", skip_bad_lines)
     if _first_significant_byte(file) == b"[":
         return _iter_json_array(file)
-    return _iter_json_lines(file)
+    return _iter_json_lines(file, skip_bad_lines)
 
 
 def _is_gzip(file: Path) -> bool:
@@ -110,11 +120,16 @@ def _first_significant_byte(file: Path) -> bytes:
     return head[:1]
 
 
-def _iter_json_lines(file: Path) -> Iterator[_Raw]:
+def _iter_json_lines(file: Path, skip_bad_lines: bool = False) -> Iterator[_Raw]:
     try:
         with _open_binary(file) as fh:
             for lineno, line in enumerate(fh, 1):
-                raw = _decode_json_line(file, lineno, line)
+                try:
+                    raw = _decode_json_line(file, lineno, line)
+                except DataError as exc:
+                    if not skip_bad_lines:
+                        raise
+                    raw = _Raw(f"at line {lineno}", lineno, Unreadable(str(exc)))
                 if raw is not None:
                     yield raw
     except (OSError, EOFError, zlib.error) as exc:
@@ -268,7 +283,7 @@ def _import_parquet(file: Path) -> Any:
     return pq
 
 
-def _iter_delimited(file: Path, delimiter: str) -> Iterator[_Raw]:
+def _iter_delimited(file: Path, delimiter: str, skip_bad_lines: bool = False) -> Iterator[_Raw]:
     """Rows of a TSV or CSV file with a header line, as {lowercased column: string value}."""
     csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
     kind, separator = ("TSV", "tab") if delimiter == "\t" else ("CSV", "comma")
@@ -293,12 +308,15 @@ def _iter_delimited(file: Path, delimiter: str) -> Iterator[_Raw]:
             if not row:
                 continue
             if len(row) != len(columns):
-                raise DataError(
-                    f"expected {len(columns)} {separator}-separated fields "
-                    f"({', '.join(columns)}), got {len(row)}",
+                error = DataError(
+                    f"expected {len(columns)} {separator}-separated fields ({', '.join(columns)}), got {len(row)}",
                     path=file,
                     record=where,
                 )
+                if not skip_bad_lines:
+                    raise error
+                yield _Raw(where, reader.line_num, Unreadable(str(error)))
+                continue
             yield _Raw(where, reader.line_num, dict(zip(columns, row, strict=True)))
     except csv.Error as exc:
         raise DataError(f"unreadable {kind} row: {exc}", path=file, record=f"line {reader.line_num}") from exc

@@ -476,15 +476,24 @@ def test_on_error_skip_counts_what_it_leaves_out(tmp_path, caplog):
         {"id": "5", "question": "q5?", "golden_answers": ["c"]},
     ]
     path = tmp_path / "nq.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"id": "6", "question": "q6?", golden_answers\n')
     with pytest.raises(DataError, match="empty question") as e:
         load_dataset_file(path)
     assert "line 2" in str(e.value)
     with caplog.at_level("WARNING", logger="searchgym.data.loaders"):
         ds = load_dataset_file(path, on_error="skip")
-    assert [r.id for r in ds.records] == ["1", "5"] and ds.skipped == 3
+    assert [r.id for r in ds.records] == ["1", "5"] and ds.skipped == 4
     (warning,) = [m.getMessage() for m in caplog.records if m.levelname == "WARNING"]
-    assert "skipped 3 of 5 records" in warning and "line 2" in warning
+    assert "skipped 4 of 6 records" in warning and "line 2" in warning
+    # Unreadable lines before the first good one are skipped too; detection uses the first good record.
+    csv_path = tmp_path / "bamboogle.csv"
+    csv_path.write_text("Question,Answer\nWho?\nWhat?,x\nWhy?,y,z\n")
+    ds = load_dataset_file(csv_path, on_error="skip")
+    assert (ds.format, [r.answers for r in ds.records], ds.skipped) == ("nq_open", [("x",)], 2)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("{not json\n")
+    with pytest.raises(DataError, match="none of the file's 1 records can be read"):
+        load_dataset_file(bad, on_error="skip")
 
 
 def test_tsv_that_is_not_utf8_names_the_line_and_column(tmp_path):
