@@ -199,7 +199,8 @@ def load_dataset_file(
             first = next(raws, None)
         if first is None:
             if unreadable:
-                raise DataError(f"none of the file's {len(unreadable)} records can be read; the first: {unreadable[0].value.message}", path=file)
+                first_error = unreadable[0].value.message
+                raise DataError(f"none of the file's {len(unreadable)} records can be read; the first: {first_error}", path=file)
             raise DataError("the file holds no records", path=file)
         fmt = format if format != "auto" else _detect_format(first, file)
         drafts, builder, skipped = _parse_all(chain(unreadable, [first], raws), fmt, file, source, limit, on_error)
