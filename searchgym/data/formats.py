@@ -121,7 +121,8 @@ def record_dataset(fmt: str, value: Mapping[str, Any]) -> str | None:
         return "hotpotqa" if fmt == "hotpotqa_hf" else fmt
     if fmt == "searchr1":
         source = value.get("data_source")
-        return _guess_source(source) if isinstance(source, str) else None
+        # A data source we do not know (web_questions, a private set) still names a dataset: not NQ's.
+        return (_guess_source(source) or source.strip() or None) if isinstance(source, str) else None
     if fmt == "nq_open":
         answer = value.get("answer")
         return "triviaqa" if isinstance(answer, Mapping) and ("aliases" in answer or "value" in answer) else None

@@ -195,6 +195,10 @@ def test_a_merged_search_r1_file_is_refused_under_one_benchmark(local_files, tmp
     pq.write_table(pa.Table.from_pylist(rows), path)
     with pytest.raises(ConfigError, match="1 HotpotQA records"):
         gym.make("SearchQA-NQ-v0", data_path=str(path), corpus_path=local_files["corpus"], cache_dir=False)
+    rows[1]["data_source"] = "web_questions"
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    with pytest.raises(ConfigError, match="1 web_questions records"):
+        gym.make("SearchQA-NQ-v0", data_path=str(path), corpus_path=local_files["corpus"], cache_dir=False)
     env = gym.make("SearchQA-Custom-v0", data_path=str(path), corpus_path=local_files["corpus"], cache_dir=False)
     assert [r.question for r in env.unwrapped.records] == ["Which river flows through Berlin?", "Is the Seine in France?"]
 
