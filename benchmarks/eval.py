@@ -79,6 +79,7 @@ def summarize(trajectories: Sequence[Any], k: int) -> dict[str, float]:
         f"avg@{k}/em": float(em.mean()),
         f"avg@{k}/f1": float(np.mean([e.get("f1", 0.0) for e in episodes])),
         f"avg@{k}/cover_em": float(np.mean([e.get("cover_em", 0.0) for e in episodes])),
+        f"avg@{k}/subem": float(np.mean([e.get("subem", 0.0) for e in episodes])),
         f"pass@{k}/em": float((em.max(axis=1) >= 1.0).mean()),
         "searches_per_episode": float(np.mean([e.get("searches", 0) for e in episodes])),
         "turns_per_episode": float(np.mean([t.num_turns for t in trajectories])),

@@ -8,6 +8,8 @@ Version history:
   `pending`, `analysis` and `error`; `EpisodeSummary` gained `judge_failures`.
 - 2: `Candidates` holds `ids` and `scores` only (its `titles` went: nothing read them, and they cost ~3%
   of a BM25 step). A candidate's title is `env.corpus.get(id).title`; shown documents keep theirs.
+- 3: `RewardParts` and `EpisodeSummary` gained `subem` (Search-R1's and FlashRAG's substring exact match,
+  `searchgym.rewards.substring_exact_match`) beside `cover_em`; no other key changed.
 
 Judge labels (`TurnLabels`)
 ---------------------------
@@ -54,7 +56,7 @@ from __future__ import annotations
 
 from typing import Literal, TypedDict
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 class ShownDoc(TypedDict):
@@ -115,6 +117,8 @@ class RewardParts(TypedDict, total=False):
     em: float
     f1: float
     cover_em: float
+    subem: float
+    """Search-R1's `subem_check`: a normalized gold answer is a substring of the normalized answer."""
     format: float
     """1.0 when the whole trajectory is well formed (`searchgym.rewards.format_valid`), on the last step."""
 
@@ -127,6 +131,7 @@ class EpisodeSummary(TypedDict):
     em: float
     f1: float
     cover_em: float
+    subem: float
     format_valid: bool
     turn_labels: list[TurnLabels | None]
     """Every turn's labels, in order (deferred judges fill them in here)."""

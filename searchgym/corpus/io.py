@@ -4,7 +4,13 @@ Formats, chosen by extension and, for jsonl, by the first record's fields:
 
 - jsonl with `id` and `contents` (`"Title"\\ntext`), as FlashRAG and Search-R1 ship wiki-18;
 - jsonl with `id`, `title` and `text`;
+- one JSON list of such objects (`.json` or `.jsonl` whose first character is `[`), as several multi-hop
+  retrieval repositories ship their corpora (`[{"title": ..., "text": ...}, ...]`, often without ids);
 - DPR's tsv (`id<TAB>text<TAB>title` with a header line), as `psgs_w100.tsv`.
+
+A document's id is its `id` (or `_id`, or `idx`). A record without one gets its 0-based position in the
+file as id, and the file gets one warning saying so. A file with no documents is a `DataError`: an empty
+corpus is never silently replaced by something else.
 
 `iter_corpus_file` streams documents one at a time so that a 21M-passage file never has to be held as
 Python objects; `load_corpus` collects them into a `Corpus`.
@@ -15,15 +21,19 @@ from __future__ import annotations
 import csv
 import gzip
 import json
+import logging
 import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from searchgym.corpus.corpus import Corpus, Document, parse_contents
+from searchgym.corpus.corpus import Corpus, Document, split_contents
 from searchgym.errors import DataError, DataNotFoundError
 
+logger = logging.getLogger(__name__)
+
 csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
+_ID_KEYS = ("id", "_id", "idx")
 
 
 def _open_text(path: Path, encoding: str = "utf-8-sig"):
@@ -42,26 +52,67 @@ def _stem_suffix(path: Path) -> str:
 
 
 def iter_corpus_file(path: str | Path) -> Iterator[Document]:
-    """Yield the documents of a corpus file in order, without loading the file whole.
+    """Yield the documents of a corpus file in order, without loading the file whole (a JSON list is
+    parsed whole: it is one value).
 
     Raises `DataNotFoundError` if the file is missing and `DataError` (naming the file and line) for a
-    record that is not valid JSON, lacks an id, or has neither `contents` nor `text`.
+    record that is not valid JSON, has a non-scalar id, or has neither `contents` nor `text`, and for a
+    file that holds no documents.
     """
     path = Path(path)
     if not path.is_file():
         raise DataNotFoundError("corpus file not found", path=path)
     suffix = _stem_suffix(path)
+    count = 0
     try:
         if suffix in (".tsv", ".csv"):
-            yield from _iter_tsv(path)
+            documents = _iter_tsv(path)
         elif suffix in (".jsonl", ".json", ".jsonlines"):
-            yield from _iter_jsonl(path)
+            documents = _iter_json_list(path) if _starts_with_bracket(path) else _iter_jsonl(path)
         else:
-            raise DataError(f"unknown corpus format {suffix!r}: use .jsonl (id+contents or id+title+text) or DPR .tsv", path=path)
+            raise DataError(
+                f"unknown corpus format {suffix!r}: use .jsonl (id+contents or id+title+text), a JSON list or DPR .tsv",
+                path=path,
+            )
+        for doc in documents:
+            count += 1
+            yield doc
     except UnicodeDecodeError as e:
         raise _not_utf8(path, e) from None
     except (EOFError, gzip.BadGzipFile) as e:
         raise DataError(f"truncated or corrupt compressed file: {e}", path=path) from e
+    if count == 0:
+        raise DataError("the corpus file holds no documents (is it empty?); a corpus needs at least one", path=path)
+
+
+def _starts_with_bracket(path: Path) -> bool:
+    with _open_binary(path) as f:
+        head = f.read(1 << 16)
+    return head.removeprefix(b"\xef\xbb\xbf").lstrip(b" \t\r\n")[:1] == b"["
+
+
+def _iter_json_list(path: Path) -> Iterator[Document]:
+    # Imported here: searchgym.data imports this package, so a module-level import would be circular.
+    from searchgym.data.readers import _iter_json_array
+
+    warned = False
+    for raw in _iter_json_array(path):
+        where = f"item {raw.number}"
+        doc, derived = _document_from_json(raw.value, path, where, raw.number)
+        if derived and not warned:
+            warned = _warn_derived_ids(path, where)
+        _check_no_surrogates(doc, path, where)
+        yield doc
+
+
+def _warn_derived_ids(path: Path, where: str) -> bool:
+    logger.warning(
+        "%s: documents without an 'id' (the first at %s) get their 0-based position in the file as id; "
+        "gold_docs and caches then depend on the file's order",
+        path,
+        where,
+    )
+    return True
 
 
 def _not_utf8(path: Path, error: UnicodeDecodeError) -> DataError:
@@ -85,43 +136,59 @@ def _not_utf8(path: Path, error: UnicodeDecodeError) -> DataError:
 
 
 def _iter_jsonl(path: Path) -> Iterator[Document]:
+    warned = False
+    position = 0
     with _open_text(path) as f:
         for lineno, line in enumerate(f, 1):
             if not line.strip():
                 continue
+            where = f"line {lineno}"
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as e:
-                raise DataError(f"invalid JSON ({e.msg} at column {e.colno}); is the file truncated?", path=path, record=f"line {lineno}") from e
+                # "Truncated" only where the line really stops early: the file's last line, cut inside the value.
+                cut = not line.endswith("\n") and (e.pos >= len(line.rstrip()) or e.msg.startswith("Unterminated"))
+                hint = "; the line is cut short: is the file truncated?" if cut else ""
+                raise DataError(f"invalid JSON ({e.msg} at column {e.colno}){hint}", path=path, record=where) from e
             except RecursionError:
-                raise DataError("the JSON is nested too deeply to read; is the file corrupt?", path=path, record=f"line {lineno}") from None
+                raise DataError("the JSON is nested too deeply to read; is the file corrupt?", path=path, record=where) from None
             except ValueError as e:  # valid syntax Python still refuses, e.g. an integer of over 4300 digits
-                raise DataError(f"unreadable JSON value: {e}", path=path, record=f"line {lineno}") from None
-            doc = _document_from_json(obj, path, lineno)
+                raise DataError(f"unreadable JSON value: {e}", path=path, record=where) from None
+            doc, derived = _document_from_json(obj, path, where, position)
+            position += 1
+            if derived and not warned:
+                warned = _warn_derived_ids(path, where)
             if _SURROGATE_ESCAPE.search(line):  # a valid surrogate pair passes; a lone one is refused
-                _check_no_surrogates(doc, path, f"line {lineno}")
+                _check_no_surrogates(doc, path, where)
             yield doc
 
 
-def _document_from_json(obj: object, path: Path, lineno: int) -> Document:
-    where = f"line {lineno}"
+def _document_from_json(obj: object, path: Path, where: str, position: int) -> tuple[Document, bool]:
+    """The document, and whether its id was derived from its position (the record has none)."""
     if not isinstance(obj, dict):
         raise DataError(f"expected a JSON object, got {type(obj).__name__}", path=path, record=where)
-    doc_id = obj.get("id", obj.get("_id"))
-    if doc_id is None or isinstance(doc_id, (dict, list, bool)):
-        raise DataError("missing or non-scalar 'id' field (expected a string or a number)", path=path, record=where)
+    doc_id = next((obj[k] for k in _ID_KEYS if obj.get(k) is not None), None)
+    derived = doc_id is None
+    if derived:
+        doc_id = position
+    elif isinstance(doc_id, (dict, list, bool)):
+        raise DataError("non-scalar 'id' field (expected a string or a number)", path=path, record=where)
     if "contents" in obj:
         contents = obj["contents"]
         if not isinstance(contents, str):
             raise DataError(f"'contents' must be a string, got {type(contents).__name__}", path=path, record=where)
-        title, text = parse_contents(contents)
-    elif "text" in obj:
+        title, text, quoted = split_contents(contents)
+        return Document(str(doc_id), title, text, quoted), derived
+    if "text" in obj:
         title, text = obj.get("title", ""), obj["text"]
         if not isinstance(text, str) or not isinstance(title, str):
             raise DataError("'title' and 'text' must be strings", path=path, record=where)
-    else:
-        raise DataError("a corpus record needs 'contents' or 'text' (with an optional 'title')", path=path, record=where)
-    return Document(str(doc_id), title, text)
+        return Document(str(doc_id), title, text), derived
+    raise DataError(
+        f"a corpus record needs 'contents' or 'text' (with an optional 'title'); found keys {sorted(obj)}",
+        path=path,
+        record=where,
+    )
 
 
 # Lone UTF-16 surrogates come only from JSON's \uXXXX escapes (UTF-8 decoding refuses their bytes). No valid
@@ -160,8 +227,12 @@ def _iter_tsv(path: Path) -> Iterator[Document]:
             for lineno, row in enumerate(reader, 2):
                 if not row:
                     continue
-                if len(row) < len(cols):
-                    raise DataError(f"expected {len(cols)} tab-separated fields, got {len(row)}; is the file truncated?", path=path, record=f"line {lineno}")
+                if len(row) != len(cols):
+                    raise DataError(
+                        f"expected {len(cols)} tab-separated fields ({', '.join(cols)}), got {len(row)}",
+                        path=path,
+                        record=f"line {lineno}",
+                    )
                 title = row[i_title] if i_title is not None else ""
                 yield Document(row[i_id], title, row[i_text])
         except csv.Error as e:

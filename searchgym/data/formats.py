@@ -19,7 +19,9 @@ from searchgym.errors import DataError
 # Messages keep the logger they had before the loader was split into modules.
 logger = logging.getLogger("searchgym.data.loaders")
 
-DatasetFormat = Literal["auto", "hotpotqa", "hotpotqa_hf", "2wiki", "musique", "flashrag", "searchr1", "nq_open"]
+DatasetFormat = Literal[
+    "auto", "hotpotqa", "hotpotqa_hf", "2wiki", "musique", "popqa", "flashrag", "searchr1", "nq_open"
+]
 FORMATS: tuple[str, ...] = tuple(f for f in get_args(DatasetFormat) if f != "auto")
 """Every concrete format name `load_dataset_file` accepts (besides "auto")."""
 
@@ -27,11 +29,37 @@ _FORMAT_HELP = (
     "hotpotqa (_id, question, answer, supporting_facts, context as lists), "
     "hotpotqa_hf (id, question, answer, supporting_facts and context as {title: [...]} columns), "
     "2wiki (hotpotqa plus evidences), "
-    "musique (id, paragraphs, question_decomposition, answer, answer_aliases), "
+    "musique (id, question, question_decomposition, answer, answer_aliases, paragraphs?), "
+    "popqa (id, question, subj, prop, obj, possible_answers), "
     "flashrag (id, question, golden_answers, metadata), "
-    "searchr1 (question, data_source, prompt, reward_model, extra_info), "
+    "searchr1 (data_source, prompt, reward_model, extra_info, question?), "
     "nq_open (question, answer)"
 )
+# What a record's keys must include for each format. The specific formats carry a dataset's own
+# annotations; the generic ones (question and answers only) also match most specific rows, so they count
+# only when no specific format matches.
+_SIGNATURES: dict[str, tuple[frozenset[str], ...]] = {
+    "musique": (frozenset({"question", "question_decomposition"}),),
+    "2wiki": (frozenset({"context", "supporting_facts", "evidences"}),),
+    "hotpotqa": (frozenset({"context", "supporting_facts"}),),
+    "popqa": (frozenset({"subj", "prop", "obj", "possible_answers"}),),
+    "searchr1": (frozenset({"reward_model"}), frozenset({"prompt", "data_source"})),
+    "flashrag": (frozenset({"golden_answers"}),),
+    "nq_open": (frozenset({"question", "answer"}),),
+}
+_GENERIC = frozenset({"flashrag", "nq_open"})
+_NARROWER = {"hotpotqa": "2wiki"}
+"""A format whose signature another's extends: dropped when the wider one matches too."""
+
+DATASET_NAMES = {
+    "hotpotqa": "HotpotQA",
+    "2wiki": "2WikiMultihopQA",
+    "musique": "MuSiQue",
+    "popqa": "PopQA",
+    "nq": "Natural Questions",
+    "triviaqa": "TriviaQA",
+    "bamboogle": "Bamboogle",
+}
 _SOURCE_PREFIXES = (
     ("popqa", "popqa"),
     ("trivia", "triviaqa"),
@@ -50,30 +78,63 @@ def _detect_format(first: _Raw, file: Path) -> str:
             f"expected each record to be a JSON object, got {_type_name(value)}", path=file, record=_label(first)
         )
     keys = set(value)
-    fmt = _format_from_keys(value, keys)
-    if fmt is None:
+    candidates = _format_candidates(value, keys)
+    if not candidates:
         raise DataError(
             f"cannot tell the dataset format: the first record has keys {sorted(keys)}; "
             f"supported formats: {_FORMAT_HELP}. Pass format=... if the file is one of these.",
             path=file,
             record=_label(first),
         )
-    return fmt
+    if len(candidates) > 1:
+        raise DataError(
+            f"ambiguous dataset format: the first record (keys {sorted(keys)}) fits {' and '.join(candidates)}; "
+            f"pass format= one of {candidates} to say which",
+            path=file,
+            record=_label(first),
+        )
+    return candidates[0]
 
 
-def _format_from_keys(value: Mapping[str, Any], keys: set[str]) -> str | None:
-    if {"paragraphs", "question_decomposition"} <= keys:
+def _format_candidates(value: Mapping[str, Any], keys: set[str]) -> list[str]:
+    """Every format the record's keys fit, the generic ones only when no specific one fits."""
+    # Some exports capitalise their columns (Bamboogle's `Question`, `Answer`); the parsers accept both.
+    keys = keys | {k.lower() for k in keys if isinstance(k, str)}
+    matches = [fmt for fmt, signatures in _SIGNATURES.items() if any(sig <= keys for sig in signatures)]
+    matches = [fmt for fmt in matches if _NARROWER.get(fmt) not in matches]
+    specific = [fmt for fmt in matches if fmt not in _GENERIC]
+    found = specific or matches
+    if "hotpotqa" in found and isinstance(value["context"], Mapping):
+        found[found.index("hotpotqa")] = "hotpotqa_hf"
+    return found
+
+
+def record_dataset(fmt: str, value: Mapping[str, Any]) -> str | None:
+    """The benchmark a record belongs to, as its own content says (None when it does not say).
+
+    Structure decides where a dataset has its own annotations (HotpotQA's supporting facts, 2Wiki's
+    evidence triples, MuSiQue's decomposition, PopQA's subject and object), in the official layouts and in
+    FlashRAG's `metadata`; Search-R1 rows name theirs in `data_source`; a TriviaQA answer object names
+    TriviaQA. Rows with only a question and answers say nothing.
+    """
+    if fmt in ("hotpotqa", "hotpotqa_hf", "2wiki", "musique", "popqa"):
+        return "hotpotqa" if fmt == "hotpotqa_hf" else fmt
+    if fmt == "searchr1":
+        source = value.get("data_source")
+        # A data source we do not know (web_questions, a private set) still names a dataset: not NQ's.
+        return (_guess_source(source) or source.strip() or None) if isinstance(source, str) else None
+    if fmt == "nq_open":
+        answer = value.get("answer")
+        return "triviaqa" if isinstance(answer, Mapping) and ("aliases" in answer or "value" in answer) else None
+    meta = value.get("metadata")
+    if not isinstance(meta, Mapping):
+        return None
+    if meta.get("subj") is not None and meta.get("obj") is not None:
+        return "popqa"
+    if "question_decomposition" in meta:
         return "musique"
-    if {"context", "supporting_facts"} <= keys:
-        if "evidences" in keys:
-            return "2wiki"
-        return "hotpotqa_hf" if isinstance(value["context"], Mapping) else "hotpotqa"
-    if "reward_model" in keys or {"prompt", "data_source"} <= keys:
-        return "searchr1"
-    if "golden_answers" in keys:
-        return "flashrag"
-    if {"question", "answer"} <= keys:
-        return "nq_open"
+    if "supporting_facts" in meta:
+        return "2wiki" if "evidences" in meta else "hotpotqa"
     return None
 
 
@@ -83,11 +144,13 @@ def _default_source(fmt: str, file: Path) -> str:
         "hotpotqa_hf": "hotpotqa",
         "2wiki": "2wiki",
         "musique": "musique",
-        "nq_open": "nq",
+        "popqa": "popqa",
     }
     if fmt in implied:
         return implied[fmt]
     guessed = _guess_source_from_path(file)
+    if guessed is None and fmt == "nq_open":
+        return "nq"
     if guessed is None and fmt == "flashrag":
         logger.info("%s: no dataset name in the path; records get source=''. Pass source=... to set it.", file)
     return guessed or ""

@@ -9,12 +9,28 @@ each optionally `.gz`) and the first record's keys:
   `context` stored column-wise (`{title: [...], sent_id: [...]}`, `{title: [...], sentences: [[...]]}`).
 - `2wiki`: 2WikiMultihopQA's official JSON, HotpotQA's layout plus `evidences [[subject, relation, object]]`.
 - `musique`: MuSiQue's official JSON list or jsonl (`id, paragraphs, question, question_decomposition,
-  answer, answer_aliases, answerable`).
+  answer, answer_aliases, answerable`), and the question-only release without `paragraphs`.
+- `popqa`: PopQA as its authors release it (`id, subj, prop, obj, ..., s_pop, o_pop, question,
+  possible_answers` with the answers as a JSON-encoded list), in TSV, CSV, JSON or jsonl.
 - `flashrag`: FlashRAG jsonl (`id, question, golden_answers, metadata?`), as on the
   `RUC-NLPIR/FlashRAG_datasets` hub repository.
-- `searchr1`: Search-R1 / verl parquet (`id?, question, golden_answers?, data_source, prompt,
-  reward_model {ground_truth {target}}, extra_info`).
-- `nq_open`: NQ-open jsonl (`question, answer [..]`); ids are line numbers.
+- `searchr1`: Search-R1 / verl parquet (`id?, question?, golden_answers?, data_source, prompt,
+  reward_model {ground_truth {target}}, extra_info`): the question is the `question` column, else
+  `extra_info.question`, else the text after `Question:` in the prompt's user message.
+- `nq_open`: question and answers only: NQ-open jsonl (`question, answer [..]`), TriviaQA as Hugging
+  Face exports it (`question, question_id, answer {value, aliases}`), Bamboogle's CSV (`Question, Answer`).
+
+Containers: jsonl, a JSON list, parquet, TSV or CSV (with a header line), each optionally `.gz`.
+Detection looks at the first record's keys. The specific formats (all but `flashrag` and `nq_open`) win
+over the generic ones that their rows also fit; a record that fits two formats of the same kind is an
+error listing both, never a guess.
+
+Ids: a record without one (`_id`, `id`, `question_id`, or Search-R1's `extra_info.index`) gets
+`sha1:` and 12 hex digits of a hash of its question and answers, stable under reordering; the file gets
+one warning with the count.
+
+The benchmark each record belongs to, as far as its content says (`QADataset.datasets`), is what the
+registered environments check a file against (`check_dataset`).
 
 Gold annotations per format:
 
@@ -31,6 +47,8 @@ Gold annotations per format:
   official files (no context corpus: FlashRAG's files do not always carry the paragraphs); every other
   row (NQ, TriviaQA, Bamboogle...) gets its first, canonical answer.
 - Search-R1 and NQ-open: the first answer.
+- PopQA's release: `(subj, obj)`; `answers` are `possible_answers`.
+- MuSiQue without paragraphs: as MuSiQue, without `gold_docs` and `gold_titles`.
 
 Context corpus (HotpotQA, 2Wiki, MuSiQue): one `Document` per distinct (title, text) paragraph of the
 loaded records, in order of first appearance. A document's id is its title when the title has a single
@@ -50,22 +68,37 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import closing
 from dataclasses import dataclass, replace
 from itertools import chain, islice
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from searchgym.corpus import Corpus, Document
 from searchgym.data.fields import _RecordError, _type_name
+from searchgym.data.flat_parsers import _parse_flashrag, _parse_nq_open, _parse_popqa, _parse_searchr1
 from searchgym.data.formats import FORMATS, DatasetFormat, _default_source, _detect_format
-from searchgym.data.parsers import _CONTEXT_FORMATS, _PARSERS, _Draft, _ParseContext
-from searchgym.data.readers import _iter_raw, _label, _Raw
+from searchgym.data.parsers import _Draft, _parse_2wiki, _parse_hotpotqa, _parse_musique, _ParseContext
+from searchgym.data.readers import Unreadable, _iter_raw, _label, _Raw
 from searchgym.data.records import QARecord
 from searchgym.errors import ConfigError, DataError, DataNotFoundError
 
 logger = logging.getLogger(__name__)
+
+_PARSERS: dict[str, Callable[[Mapping[str, Any], _ParseContext], _Draft]] = {
+    "hotpotqa": _parse_hotpotqa,
+    "hotpotqa_hf": _parse_hotpotqa,
+    "2wiki": _parse_2wiki,
+    "musique": _parse_musique,
+    "popqa": _parse_popqa,
+    "flashrag": _parse_flashrag,
+    "searchr1": _parse_searchr1,
+    "nq_open": _parse_nq_open,
+}
+_CONTEXT_FORMATS = frozenset({"hotpotqa", "hotpotqa_hf", "2wiki", "musique"})
+OnError = Literal["raise", "skip"]
 
 
 @dataclass(frozen=True)
@@ -82,6 +115,11 @@ class QADataset:
     """The format the file was read as (one of `FORMATS`)."""
     sha256: str
     """SHA-256 of the whole file's bytes, to pin results to the exact data."""
+    datasets: Mapping[str, int]
+    """Records per benchmark their own content names (`formats.record_dataset`); `""` counts those
+    whose content names none (a question with answers says nothing)."""
+    skipped: int = 0
+    """Records left out because they could not be read (only with `on_error="skip"`)."""
 
 
 class _ContextCorpusBuilder:
@@ -97,6 +135,10 @@ class _ContextCorpusBuilder:
             self._order[key] = None
             self._texts.setdefault(title, {})[text] = None
         return key
+
+    @property
+    def empty(self) -> bool:
+        return not self._order
 
     def build(self, name: str) -> tuple[Corpus, dict[tuple[str, str], str]]:
         ids = self._assign_ids()
@@ -129,29 +171,51 @@ def load_dataset_file(
     format: DatasetFormat = "auto",
     source: str | None = None,
     limit: int | None = None,
+    on_error: OnError = "raise",
 ) -> QADataset:
     """Read a QA benchmark file.
 
     `format="auto"` detects the format from the extension and the first record's keys. `source` sets
     every record's `source` (default: the dataset the format implies, the Search-R1 `data_source`, or
     for FlashRAG a dataset name found in the path). `limit` keeps only the first `limit` records; jsonl
-    and parquet files are then read no further.
+    and parquet files are then read no further. `on_error="skip"` leaves out the records that cannot be
+    read (a jsonl line that is not JSON, a TSV/CSV row with the wrong number of fields, a missing or
+    mistyped field, an empty question, no answer, a duplicate id) and logs one warning with their count
+    and the first few; a broken JSON list or parquet file still raises, as nothing after the break can be
+    located.
 
     Raises DataNotFoundError if the file does not exist, DataError (naming the file and the record) if it
     cannot be read as the format, ConfigError for an invalid argument.
     """
-    _check_arguments(format, source, limit)
+    _check_arguments(format, source, limit, on_error)
     file = _check_path(path)
     digest = _sha256(file)
-    with closing(_iter_raw(file)) as raws:
+    with closing(_iter_raw(file, skip_bad_lines=on_error == "skip")) as raws:
+        # Detection needs a readable record; unreadable ones before it are skipped (and counted) later.
+        unreadable: list[_Raw] = []
         first = next(raws, None)
+        while first is not None and isinstance(first.value, Unreadable):
+            unreadable.append(first)
+            first = next(raws, None)
         if first is None:
+            if unreadable:
+                first_error = unreadable[0].value.message
+                raise DataError(f"none of the file's {len(unreadable)} records can be read; the first: {first_error}", path=file)
             raise DataError("the file holds no records", path=file)
         fmt = format if format != "auto" else _detect_format(first, file)
-        drafts, builder = _parse_all(chain([first], raws), fmt, file, source, limit)
+        drafts, builder, skipped = _parse_all(chain(unreadable, [first], raws), fmt, file, source, limit, on_error)
     corpus, records = _finish(drafts, builder, file)
+    datasets = Counter(d.dataset or "" for d in drafts)
     logger.debug("loaded %d %s records from %s", len(records), fmt, file)
-    return QADataset(records=records, corpus=corpus, path=str(file), format=fmt, sha256=digest)
+    return QADataset(
+        records=records,
+        corpus=corpus,
+        path=str(file),
+        format=fmt,
+        sha256=digest,
+        datasets=dict(datasets),
+        skipped=skipped,
+    )
 
 
 def load_records(
@@ -160,9 +224,10 @@ def load_records(
     format: DatasetFormat = "auto",
     source: str | None = None,
     limit: int | None = None,
+    on_error: OnError = "raise",
 ) -> list[QARecord]:
     """The records of `load_dataset_file(path, ...)`, without the corpus."""
-    return list(load_dataset_file(path, format=format, source=source, limit=limit).records)
+    return list(load_dataset_file(path, format=format, source=source, limit=limit, on_error=on_error).records)
 
 
 # ------------------------------------------------------------------------------------ arguments, driver
@@ -177,7 +242,9 @@ def _check_path(path: str | Path) -> Path:
     return file
 
 
-def _check_arguments(format: str, source: str | None, limit: int | None) -> None:
+def _check_arguments(format: str, source: str | None, limit: int | None, on_error: str) -> None:
+    if on_error not in ("raise", "skip"):
+        raise ConfigError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
     if format != "auto" and format not in FORMATS:
         raise ConfigError(f"format={format!r} is not supported; use 'auto' or one of {', '.join(FORMATS)}")
     if source is not None and not isinstance(source, str):
@@ -195,26 +262,58 @@ def _sha256(file: Path) -> str:
 
 
 def _parse_all(
-    raws: Iterator[_Raw], fmt: str, file: Path, source: str | None, limit: int | None
-) -> tuple[list[_Draft], _ContextCorpusBuilder | None]:
+    raws: Iterator[_Raw], fmt: str, file: Path, source: str | None, limit: int | None, on_error: str
+) -> tuple[list[_Draft], _ContextCorpusBuilder | None, int]:
     parser = _PARSERS[fmt]
     builder = _ContextCorpusBuilder() if fmt in _CONTEXT_FORMATS else None
     ctx = _ParseContext(path=file, source=source, default_source=_default_source(fmt, file), paragraphs=builder)
     drafts: list[_Draft] = []
     labels: dict[str, str] = {}
+    skipped: list[str] = []
     # islice stops pulling from the reader once `limit` records are in, so the rest is never read.
     for raw in islice(raws, limit):
+        if isinstance(raw.value, Unreadable):
+            skipped.append(raw.value.message)
+            continue
         label = _label(raw)
-        draft = _parse_one(parser, raw, label, fmt, ctx)
-        rid = draft.record.id
-        if rid in labels:
-            raise DataError(
-                f"duplicate record id {rid!r} (first seen at record {labels[rid]})", path=file, record=label
-            )
+        try:
+            draft = _parse_one(parser, raw, label, fmt, ctx)
+            rid = draft.record.id
+            if rid in labels:
+                raise DataError(
+                    f"duplicate record id {rid!r} (first seen at record {labels[rid]})", path=file, record=label
+                )
+        except DataError as exc:
+            if on_error == "raise":
+                raise
+            skipped.append(str(exc))
+            continue
         labels[rid] = label
         ctx.seen_ids.add(rid)
         drafts.append(draft)
-    return drafts, builder
+    _report(ctx, file, fmt, skipped, len(drafts))
+    return drafts, builder, len(skipped)
+
+
+def _report(ctx: _ParseContext, file: Path, fmt: str, skipped: list[str], kept: int) -> None:
+    """One warning per kind of loss or guess, with a count, instead of one per record (or none)."""
+    if skipped:
+        logger.warning(
+            "%s: skipped %d of %d records that cannot be read as %r (on_error='skip'); the first: %s",
+            file, len(skipped), len(skipped) + kept, fmt, " | ".join(skipped[:3]),
+        )
+    if ctx.derived_ids:
+        logger.warning(
+            "%s: %d records have no id; each gets 'sha1:' + a hash of its question and answers (stable when "
+            "records are added or reordered)",
+            file, ctx.derived_ids,
+        )
+    if ctx.lost_annotations:
+        logger.warning(
+            "%s: %d records carry multi-hop metadata of a shape not understood, so they have no gold titles "
+            "and only the answer as gold entity (the metadata is kept as found); the first: %s",
+            file, len(ctx.lost_annotations), ctx.lost_annotations[0],
+        )
 
 
 def _parse_one(
@@ -239,7 +338,8 @@ def _finish(
     drafts: list[_Draft], builder: _ContextCorpusBuilder | None, file: Path
 ) -> tuple[Corpus | None, tuple[QARecord, ...]]:
     """Build the context corpus and point each record's gold_docs at its document ids."""
-    if builder is None:
+    if builder is None or builder.empty:
+        # A question-only file of a context format (MuSiQue without paragraphs) brings no corpus.
         return None, tuple(d.record for d in drafts)
     corpus, ids = builder.build(name=f"{file.name}:context")
     records = tuple(replace(d.record, gold_docs=tuple(ids[key] for key in d.gold_keys)) for d in drafts)

@@ -1,11 +1,14 @@
 """The per-format record parsers: one raw record in, one `QARecord` (and its gold paragraphs) out.
 
-The gold annotations each format yields are listed in `searchgym.data.loaders`; `_PARSERS` maps each
-format name to its parser, and `_CONTEXT_FORMATS` names the formats whose context paragraphs make a corpus.
+This module holds the parse context and the formats that carry context paragraphs (HotpotQA, 2Wiki,
+MuSiQue); `searchgym.data.flat_parsers` holds the question-and-answers formats (FlashRAG, Search-R1,
+NQ-open, PopQA). The gold annotations each format yields are listed in `searchgym.data.loaders`, which
+also maps each format name to its parser.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -42,6 +45,8 @@ class _Draft:
     record: QARecord
     gold_keys: tuple[tuple[str, str], ...] = ()
     """(title, text) of the supporting paragraphs; mapped to document ids once all records are read."""
+    dataset: str | None = None
+    """The benchmark the record's own content says it belongs to (`formats.record_dataset`)."""
 
 
 @dataclass
@@ -54,6 +59,10 @@ class _ParseContext:
     paragraphs: _ContextCorpusBuilder | None
     seen_ids: set[str] = field(default_factory=set)
     number: int = 0
+    derived_ids: int = 0
+    """Records that had no id and got one derived from their question and answers."""
+    lost_annotations: list[str] = field(default_factory=list)
+    """Where a record's metadata had annotations of a shape the parser does not know (left in metadata)."""
 
     def source_for(self, data_source: str | None = None) -> str:
         if self.source is not None:
@@ -61,6 +70,28 @@ class _ParseContext:
         if data_source:
             return _guess_source(data_source) or data_source
         return self.default_source
+
+    def derive_id(self, question: str, answers: Iterable[str]) -> str:
+        """A stable id for a record without one: a hash of its question and answers, so that it does not
+        change when records are added, removed or reordered. A repeated question with the same answers gets
+        `-2`, `-3`... in file order."""
+        self.derived_ids += 1
+        text = "\x1f".join([question.strip(), *answers])
+        base = "sha1:" + hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+        rid, n = base, 2
+        while rid in self.seen_ids:
+            rid, n = f"{base}-{n}", n + 1
+        return rid
+
+
+def _record_id(
+    raw: Mapping[str, Any], ctx: _ParseContext, question: str, answers: Iterable[str], keys: tuple[str, ...] = ("id",)
+) -> str:
+    """The record's own id (the first of `keys` present), or one derived from its question and answers."""
+    for key in keys:
+        if raw.get(key) is not None:
+            return _as_id(raw[key], key)
+    return ctx.derive_id(question, answers)
 
 
 # ------------------------------------------------------------------------ HotpotQA and 2Wiki parsers
@@ -151,9 +182,9 @@ def _gold_keys_for_titles(
 def _hotpot_common(
     raw: Mapping[str, Any], ctx: _ParseContext, join: Callable[[list[str]], str]
 ) -> tuple[str, str, str, tuple[str, ...], tuple[tuple[str, str], ...]]:
-    rid = _as_id(raw["_id"] if "_id" in raw else _field(raw, "id"), "_id")
     question = _as_str(_field(raw, "question"), "question")
     answer = _as_str(_field(raw, "answer"), "answer")
+    rid = _record_id(raw, ctx, question, [answer], ("_id", "id"))
     facts = _supporting_facts(_field(raw, "supporting_facts"))
     by_title = _add_context(ctx, _context_paragraphs(_field(raw, "context"), join))
     titles = _unique(title for title, _ in facts)
@@ -172,7 +203,7 @@ def _parse_hotpotqa(raw: Mapping[str, Any], ctx: _ParseContext) -> _Draft:
         source=ctx.source_for(),
         metadata=_extra(raw, ("_id", "id", "question", "answer", "context")),
     )
-    return _Draft(record, gold_keys)
+    return _Draft(record, gold_keys, "hotpotqa")
 
 
 def _evidence_entities(value: Any) -> list[str]:
@@ -205,7 +236,7 @@ def _parse_2wiki(raw: Mapping[str, Any], ctx: _ParseContext) -> _Draft:
         source=ctx.source_for(),
         metadata=_extra(raw, ("_id", "id", "question", "answer", "context")),
     )
-    return _Draft(record, gold_keys)
+    return _Draft(record, gold_keys, "2wiki")
 
 
 # ----------------------------------------------------------------------------------- MuSiQue parser
@@ -267,14 +298,18 @@ def _musique_gold_keys(
 
 def _parse_musique(raw: Mapping[str, Any], ctx: _ParseContext) -> _Draft:
     assert ctx.paragraphs is not None
-    rid = _as_id(_field(raw, "id"), "id")
     question = _as_str(_field(raw, "question"), "question")
     answer = _as_str(_field(raw, "answer"), "answer")
     aliases = _as_str_list(raw.get("answer_aliases") or [], "answer_aliases")
-    paragraphs = _musique_paragraphs(_field(raw, "paragraphs"))
-    keys = {idx: ctx.paragraphs.add(title, text) for idx, title, text, _ in paragraphs}
+    rid = _record_id(raw, ctx, question, [answer, *aliases])
     steps = _decomposition(_field(raw, "question_decomposition"))
-    gold_keys = _musique_gold_keys(steps, paragraphs, keys)
+    gold_keys: tuple[tuple[str, str], ...] = ()
+    # Question-only releases leave the paragraphs out: the record keeps its answers, aliases,
+    # decomposition entities and hops, and has no gold documents.
+    if raw.get("paragraphs") is not None:
+        paragraphs = _musique_paragraphs(raw["paragraphs"])
+        keys = {idx: ctx.paragraphs.add(title, text) for idx, title, text, _ in paragraphs}
+        gold_keys = _musique_gold_keys(steps, paragraphs, keys)
     record = _make_record(
         id=rid,
         question=question.strip(),
@@ -285,154 +320,4 @@ def _parse_musique(raw: Mapping[str, Any], ctx: _ParseContext) -> _Draft:
         source=ctx.source_for(),
         metadata=_extra(raw, ("id", "question", "answer", "answer_aliases", "paragraphs")),
     )
-    return _Draft(record, gold_keys)
-
-
-# ------------------------------------------------------------------- FlashRAG, Search-R1, NQ-open
-
-
-def _popqa_entities(meta: Mapping[str, Any]) -> tuple[str, ...] | None:
-    subj, obj = meta.get("subj"), meta.get("obj")
-    if isinstance(subj, str) and isinstance(obj, str) and subj.strip() and obj.strip():
-        return _unique([subj, obj])
-    return None
-
-
-def _multihop_annotations(
-    meta: Mapping[str, Any], answer: str, source: str
-) -> tuple[tuple[str, ...], tuple[str, ...], int | None] | None:
-    """(gold_entities, gold_titles, hops) from a FlashRAG multi-hop row's metadata, or None.
-
-    FlashRAG keeps the original datasets' annotations in `metadata`: HotpotQA's and 2Wiki's
-    `supporting_facts` (and 2Wiki's `evidences`), MuSiQue's `question_decomposition`.
-    """
-    if "question_decomposition" in meta:
-        steps = _decomposition(meta["question_decomposition"])
-        titles = _unique(
-            step["support_paragraph"]["title"]
-            for step in steps
-            if isinstance(step.get("support_paragraph"), Mapping)
-            and isinstance(step["support_paragraph"].get("title"), str)
-        )
-        return _chain_entities(_decomposition_answers(steps), answer), titles, len(steps) or None
-    if "supporting_facts" in meta:
-        titles = _unique(title for title, _ in _supporting_facts(meta["supporting_facts"]))
-        evidence = _evidence_entities(meta.get("evidences") or [])
-        hops = 2 if source == "hotpotqa" else (len(titles) or None)
-        return _unique([*titles, *evidence, *_answer_entity(answer)]), titles, hops
-    return None
-
-
-def _flashrag_annotations(
-    meta: Mapping[str, Any], answers: list[str], source: str
-) -> tuple[tuple[str, ...], tuple[str, ...], int | None]:
-    popqa = _popqa_entities(meta)
-    if popqa is not None:
-        return popqa, (), None
-    canonical = answers[0] if answers else ""
-    try:
-        multihop = _multihop_annotations(meta, canonical, source)
-    except _RecordError as exc:
-        # Metadata is carried along as found; a shape we do not know only costs the extra annotations.
-        logger.debug("ignoring unrecognised multi-hop metadata: %s", exc)
-        multihop = None
-    if multihop is not None:
-        return multihop
-    return _unique([canonical]), (), None
-
-
-def _parse_flashrag(raw: Mapping[str, Any], ctx: _ParseContext) -> _Draft:
-    rid = _as_id(raw["id"], "id") if raw.get("id") is not None else str(ctx.number)
-    question = _as_str(_field(raw, "question"), "question")
-    answers = _as_str_list(_field(raw, "golden_answers"), "golden_answers", allow_scalar=True)
-    meta = _as_mapping(raw.get("metadata") or {}, "metadata")
-    source = ctx.source_for()
-    entities, titles, hops = _flashrag_annotations(meta, list(_unique(answers)), source)
-    record = _make_record(
-        id=rid,
-        question=question.strip(),
-        answers=_unique(answers),
-        gold_entities=entities,
-        gold_titles=titles,
-        hops=hops,
-        source=source,
-        metadata={**_extra(raw, ("id", "question", "golden_answers", "metadata")), **meta},
-    )
-    return _Draft(record)
-
-
-def _searchr1_answers(raw: Mapping[str, Any]) -> list[str]:
-    reward = raw.get("reward_model")
-    if isinstance(reward, Mapping) and reward.get("ground_truth") is not None:
-        truth = reward["ground_truth"]
-        if isinstance(truth, Mapping):
-            return _as_str_list(
-                _field(truth, "target", "reward_model.ground_truth"),
-                "reward_model.ground_truth.target",
-                allow_scalar=True,
-            )
-        return _as_str_list(truth, "reward_model.ground_truth", allow_scalar=True)
-    if raw.get("golden_answers") is not None:
-        return _as_str_list(raw["golden_answers"], "golden_answers", allow_scalar=True)
-    raise _RecordError(
-        f"no answers: expected reward_model.ground_truth.target or golden_answers (found keys: {sorted(raw)})"
-    )
-
-
-def _searchr1_id(raw: Mapping[str, Any], ctx: _ParseContext, source: str) -> str:
-    extra = raw.get("extra_info")
-    if raw.get("id") is not None:
-        rid = _as_id(raw["id"], "id")
-    elif isinstance(extra, Mapping) and extra.get("index") is not None:
-        rid = _as_id(extra["index"], "extra_info.index")
-    else:
-        rid = str(ctx.number)
-    # Search-R1's merged training files (nq + hotpotqa) repeat ids such as "train_0" across sources.
-    if rid in ctx.seen_ids and source:
-        rid = f"{source}/{rid}"
-    return rid
-
-
-def _parse_searchr1(raw: Mapping[str, Any], ctx: _ParseContext) -> _Draft:
-    data_source = raw.get("data_source")
-    source = ctx.source_for(data_source if isinstance(data_source, str) else None)
-    question = _as_str(_field(raw, "question"), "question")
-    answers = _unique(_searchr1_answers(raw))
-    record = _make_record(
-        id=_searchr1_id(raw, ctx, source),
-        question=question.strip(),
-        answers=answers,
-        gold_entities=answers[:1],
-        source=source,
-        # The prompt is the question rendered in Search-R1's template; it is dropped to keep memory
-        # proportional to the questions.
-        metadata=_extra(raw, ("id", "question", "golden_answers", "reward_model", "prompt")),
-    )
-    return _Draft(record)
-
-
-def _parse_nq_open(raw: Mapping[str, Any], ctx: _ParseContext) -> _Draft:
-    rid = _as_id(raw["id"], "id") if raw.get("id") is not None else str(ctx.number)
-    question = _as_str(_field(raw, "question"), "question")
-    answers = _unique(_as_str_list(_field(raw, "answer"), "answer", allow_scalar=True))
-    record = _make_record(
-        id=rid,
-        question=question.strip(),
-        answers=answers,
-        gold_entities=answers[:1],
-        source=ctx.source_for(),
-        metadata=_extra(raw, ("id", "question", "answer")),
-    )
-    return _Draft(record)
-
-
-_PARSERS: dict[str, Callable[[Mapping[str, Any], _ParseContext], _Draft]] = {
-    "hotpotqa": _parse_hotpotqa,
-    "hotpotqa_hf": _parse_hotpotqa,
-    "2wiki": _parse_2wiki,
-    "musique": _parse_musique,
-    "flashrag": _parse_flashrag,
-    "searchr1": _parse_searchr1,
-    "nq_open": _parse_nq_open,
-}
-_CONTEXT_FORMATS = frozenset({"hotpotqa", "hotpotqa_hf", "2wiki", "musique"})
+    return _Draft(record, gold_keys, "musique")

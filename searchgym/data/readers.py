@@ -1,8 +1,11 @@
-"""Read a dataset file's container into raw records: jsonl, a JSON list or parquet, each optionally `.gz`.
+"""Read a dataset file's container into raw records: jsonl, a JSON list, parquet, TSV or CSV, each
+optionally `.gz`.
 
-The container is chosen by the extension (`.json`, `.jsonl`/`.ndjson`, `.parquet`, under an optional
-`.gz`), else by the file's first bytes. Each raw record keeps its position for error messages: `line N`
-(1-based) for jsonl, the 0-based list index for JSON lists, `row N` (0-based) for parquet. Invalid
+The container is chosen by the extension (`.json`, `.jsonl`/`.ndjson`, `.parquet`, `.tsv`, `.csv`, under an
+optional `.gz`), else by the file's first bytes. TSV and CSV files need a header line; its column names
+are stripped and lowercased (Bamboogle's `Question,Answer`), and every value is a string. Each raw record
+keeps its position for error messages: `line N` (1-based) for jsonl, TSV and CSV, the 0-based list index
+for JSON lists, `row N` (0-based) for parquet. Invalid
 UTF-8, malformed JSON and truncated or corrupt (compressed) data raise a `DataError` naming the file and,
 where it can be told, the record. Records are yielded one at a time, so a caller that stops early
 (`limit`) leaves the rest of a jsonl or parquet file unread.
@@ -11,9 +14,11 @@ where it can be told, the record. Records are yielded one at a time, so a caller
 from __future__ import annotations
 
 import codecs
+import csv
 import gzip
 import io
 import json
+import sys
 import re
 import zlib
 from collections.abc import Iterator, Mapping
@@ -34,6 +39,13 @@ class _Raw(NamedTuple):
     value: Any
 
 
+class Unreadable(NamedTuple):
+    """Stands for a record whose line could not be decoded, when the caller asked to skip such records."""
+
+    message: str
+    """The error the record would have raised, file and position included."""
+
+
 def _label(raw: _Raw) -> str:
     value = raw.value
     if isinstance(value, Mapping):
@@ -43,13 +55,18 @@ def _label(raw: _Raw) -> str:
     return raw.where
 
 
-def _iter_raw(file: Path) -> Iterator[_Raw]:
+def _iter_raw(file: Path, *, skip_bad_lines: bool = False) -> Iterator[_Raw]:
+    """The file's raw records. With `skip_bad_lines`, a jsonl line that is not JSON (or a TSV/CSV row with
+    the wrong number of fields) comes as an `Unreadable` value instead of raising; a broken JSON list or
+    parquet file still raises, since nothing after the break can be located."""
     kind = _container_kind(file)
     if kind == "parquet":
         return _iter_parquet(file)
+    if kind in ("tsv", "csv"):
+        return _iter_delimited(file, "\t" if kind == "tsv" else ",", skip_bad_lines)
     if _first_significant_byte(file) == b"[":
         return _iter_json_array(file)
-    return _iter_json_lines(file)
+    return _iter_json_lines(file, skip_bad_lines)
 
 
 def _is_gzip(file: Path) -> bool:
@@ -68,13 +85,16 @@ def _container_kind(file: Path) -> str:
         return "parquet"
     if suffix in (".json", ".jsonl", ".ndjson"):
         return "json"
+    if suffix in (".tsv", ".csv"):
+        return suffix[1:]
     head = _read_head(file, 4)
     if head == b"PAR1":
         return "parquet"
     if _first_significant_byte(file) in (b"[", b"{"):
         return "json"
     raise DataError(
-        f"unsupported file type {suffix or '(no extension)'!r}: expected .json, .jsonl or .parquet, optionally .gz",
+        f"unsupported file type {suffix or '(no extension)'!r}: expected .json, .jsonl, .parquet, .tsv or .csv, "
+        "optionally .gz",
         path=file,
     )
 
@@ -100,11 +120,16 @@ def _first_significant_byte(file: Path) -> bytes:
     return head[:1]
 
 
-def _iter_json_lines(file: Path) -> Iterator[_Raw]:
+def _iter_json_lines(file: Path, skip_bad_lines: bool = False) -> Iterator[_Raw]:
     try:
         with _open_binary(file) as fh:
             for lineno, line in enumerate(fh, 1):
-                raw = _decode_json_line(file, lineno, line)
+                try:
+                    raw = _decode_json_line(file, lineno, line)
+                except DataError as exc:
+                    if not skip_bad_lines:
+                        raise
+                    raw = _Raw(f"at line {lineno}", lineno, Unreadable(str(exc)))
                 if raw is not None:
                     yield raw
     except (OSError, EOFError, zlib.error) as exc:
@@ -256,3 +281,42 @@ def _import_parquet(file: Path) -> Any:
     except ImportError as exc:
         raise DataError("reading parquet needs pyarrow: pip install pyarrow", path=file) from exc
     return pq
+
+
+def _iter_delimited(file: Path, delimiter: str, skip_bad_lines: bool = False) -> Iterator[_Raw]:
+    """Rows of a TSV or CSV file with a header line, as {lowercased column: string value}."""
+    csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
+    kind, separator = ("TSV", "tab") if delimiter == "\t" else ("CSV", "comma")
+    text = _read_all_bytes(file).removeprefix(codecs.BOM_UTF8)
+    try:
+        decoded = text.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = text.count(b"\n", 0, exc.start) + 1
+        column = exc.start - text.rfind(b"\n", 0, exc.start)
+        message = _not_utf8_message(text[exc.start : exc.start + 1], f"column {column}")
+        raise DataError(message, path=file, record=f"line {line}") from None
+    reader = csv.reader(io.StringIO(decoded, newline=""), delimiter=delimiter)
+    try:
+        header = next(reader, None)
+        if header is None:
+            return
+        columns = [name.strip().lower() for name in header]
+        if len(set(columns)) != len(columns) or "" in columns:
+            raise DataError(f"the header line must name every column once, got {header}", path=file, record="line 1")
+        for row in reader:
+            where = f"line {reader.line_num}"
+            if not row:
+                continue
+            if len(row) != len(columns):
+                error = DataError(
+                    f"expected {len(columns)} {separator}-separated fields ({', '.join(columns)}), got {len(row)}",
+                    path=file,
+                    record=where,
+                )
+                if not skip_bad_lines:
+                    raise error
+                yield _Raw(where, reader.line_num, Unreadable(str(error)))
+                continue
+            yield _Raw(where, reader.line_num, dict(zip(columns, row, strict=True)))
+    except csv.Error as exc:
+        raise DataError(f"unreadable {kind} row: {exc}", path=file, record=f"line {reader.line_num}") from exc

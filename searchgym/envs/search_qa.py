@@ -19,7 +19,16 @@ from searchgym.judges.base import Judge, resolve_judge
 from searchgym.protocol import Action, ActionProtocol, resolve_protocol
 from searchgym.rankers import Ranker, resolve_ranker
 from searchgym.retrieval import Hit, Retriever, resolve_retriever
-from searchgym.rewards import actions_valid, answer_scores, cover_exact_match, exact_match, f1_score, resolve_answer_reward, turn_action
+from searchgym.rewards import (
+    actions_valid,
+    answer_scores,
+    cover_exact_match,
+    exact_match,
+    f1_score,
+    resolve_answer_reward,
+    substring_exact_match,
+    turn_action,
+)
 from searchgym.rewards.answer import AnswerReward
 
 logger = logging.getLogger(__name__)
@@ -44,13 +53,15 @@ class SearchQAEnv(gym.Env[str, str]):
 
     ## Observation Space
     `UnicodeText`: `reset` returns the instruction prompt with the question; a search step returns
-    `<information>Doc 1(Title: t) text ... </information>`; an invalid action returns an explanation of
-    what is expected. The gold answer never appears in an observation.
+    `\n\n<information>Doc 1(Title: "t") text\nDoc 2(...) ...</information>\n\n`, byte for byte what
+    Search-R1's `_passages2string` writes for the same documents (`doc_format="search-r1"`, the default
+    with Search-R1's template; `"plain"` writes the title without quotes); an invalid action returns an
+    explanation of what is expected. The gold answer never appears in an observation.
 
     ## Rewards
     0 on every step except the answering one, which gets `answer_reward(answer, gold_answers)`: exact
-    match after SQuAD normalization by default (`"f1"`, `"cover_em"` or any function). EM, F1, cover-EM and
-    format validity are always reported in `info["reward"]`.
+    match after SQuAD normalization by default (`"f1"`, `"cover_em"`, `"subem"` or any function). EM, F1,
+    cover-EM, subem (Search-R1's substring match) and format validity are always reported in `info["reward"]`.
 
     ## Credit signals in `info` (schema: `searchgym.info`, docs/step-info.md)
     With a `judge`, every search turn is labelled with retrieval utility u, reasoning correctness v and
@@ -75,9 +86,11 @@ class SearchQAEnv(gym.Env[str, str]):
     - `corpus`: the documents to search; may be None when `retriever` is an object with its own corpus.
     - `retriever`: `"bm25"` (bm25s, default), `"rank_bm25"`, or any `Retriever`.
     - `ranker`: None (retriever order) or any `Ranker`.
-    - `answer_reward`: `"em"`, `"f1"`, `"cover_em"` or a function (prediction, golds) -> float.
+    - `answer_reward`: `"em"`, `"f1"`, `"cover_em"`, `"subem"` or a function (prediction, golds) -> float.
     - `action_format`: `"tags"` (Search-R1) or `"tool_calls"`, or any `ActionProtocol`.
     - `template`: the prompt template, with a `{question}` field; defaults to the grammar's own.
+    - `doc_format`: how the tag grammar writes documents, `"search-r1"` or `"plain"`; None means
+      `"search-r1"` with the default template and `"plain"` with your own.
     - `top_k`: documents shown per search (3). `candidates`: pool retrieved per search (50).
     - `max_turns`: turns before truncation (4). `max_query_chars`: longer queries are invalid (1000).
     - `cache_dir`: where retrieval indexes are cached (`~/.cache/searchgym`; False disables).
@@ -88,7 +101,11 @@ class SearchQAEnv(gym.Env[str, str]):
     - `render_mode`: None or `"ansi"` (the transcript as text).
 
     ## Version History
-    - v0: initial version.
+    - v0: initial version. Later, without a new version number: with the default template (Search-R1's),
+      search results are written as Search-R1 writes them, `Doc 1(Title: "Paris") ...` with the title's
+      quotes, where they were `Doc 1(Title: Paris) ...`; pass `doc_format="plain"` for the earlier text.
+      The step info gained `subem` (schema 3). Rewards, episodes and every other observation are
+      unchanged.
 
     ## Example
     >>> import gymnasium as gym, searchgym
@@ -111,6 +128,7 @@ class SearchQAEnv(gym.Env[str, str]):
         answer_reward: str | AnswerReward = "em",
         action_format: str | ActionProtocol = "tags",
         template: str | None = None,
+        doc_format: Literal["search-r1", "plain"] | None = None,
         top_k: int = 3,
         candidates: int = 50,
         max_turns: int = 4,
@@ -143,7 +161,7 @@ class SearchQAEnv(gym.Env[str, str]):
         self.retriever = resolve_retriever(retriever, corpus, cache_dir=None if cache_dir is True else cache_dir)
         self.ranker = resolve_ranker(ranker)
         self.answer_reward = resolve_answer_reward(answer_reward)
-        self.protocol = resolve_protocol(action_format, template=template, max_query_chars=max_query_chars)
+        self.protocol = resolve_protocol(action_format, template=template, max_query_chars=max_query_chars, doc_format=doc_format)
         self.top_k, self.candidates, self.max_turns = top_k, candidates, max_turns
         self.judge = resolve_judge(judge)
         self.judge_deferred = bool(self.judge.deferred) if judge_mode is None and self.judge is not None else judge_mode == "deferred"
@@ -312,12 +330,14 @@ class SearchQAEnv(gym.Env[str, str]):
         assert self.record is not None
         golds = self.record.answers
         em, f1, cover_em = answer_scores(answer, golds)
+        # A whole-token span is a substring, so cover-EM implies subem: only misses pay for the scan.
+        subem = 1.0 if cover_em else substring_exact_match(answer, golds)
         reward = self.answer_reward
         parts: RewardParts = info["reward"]
         # A named answer reward is one of the metrics just computed: not computed twice.
         parts["answer"] = (em if reward is exact_match else f1 if reward is f1_score else cover_em if reward is cover_exact_match
-                           else float(reward(answer, golds)))
-        parts["em"], parts["f1"], parts["cover_em"] = em, f1, cover_em
+                           else subem if reward is substring_exact_match else float(reward(answer, golds)))
+        parts["em"], parts["f1"], parts["cover_em"], parts["subem"] = em, f1, cover_em, subem
         return parts["answer"]
 
     def _summary(self, *, answered: bool) -> EpisodeSummary:
@@ -337,6 +357,7 @@ class SearchQAEnv(gym.Env[str, str]):
             "em": last.get("em", 0.0),
             "f1": last.get("f1", 0.0),
             "cover_em": last.get("cover_em", 0.0),
+            "subem": last.get("subem", 0.0),
             "format_valid": answered and actions_valid(self._turn_actions),
             "turn_labels": turn_labels,
             "judge_failures": judge_failures,

@@ -10,6 +10,8 @@ from typing import Any, Literal
 
 from searchgym.corpus import Corpus, load_corpus
 from searchgym.data import fetch_dataset, load_dataset_file
+from searchgym.data.checks import check_dataset
+from searchgym.data.formats import DatasetFormat
 from searchgym.data.hub import cache_path
 from searchgym.data.records import QARecord
 from searchgym.envs.search_qa import SearchQAEnv
@@ -58,6 +60,10 @@ class BenchmarkSearchQAEnv(SearchQAEnv):
     (wiki-18 in jsonl or DPR tsv), or the file's own context paragraphs for HotpotQA, 2Wiki and MuSiQue
     (the distractor setting). A retriever object (for instance a client of a Search-R1 retrieval server)
     replaces the corpus altogether. See `SearchQAEnv` for the episode, spaces and rewards.
+
+    The file must hold this benchmark's questions (`searchgym.data.checks`): another benchmark's file is a
+    `ConfigError` that says what it was detected as. `format=` names the file's format (see
+    `searchgym.data.load_dataset_file`) and skips that check.
     """
 
     def __init__(
@@ -70,6 +76,7 @@ class BenchmarkSearchQAEnv(SearchQAEnv):
         limit: int | None = None,
         download: bool = True,
         cache_dir: str | Path | None | Literal[False] = None,
+        format: DatasetFormat = "auto",
         **env_options: Any,
     ):
         if dataset not in DEFAULT_SPLITS:
@@ -81,9 +88,13 @@ class BenchmarkSearchQAEnv(SearchQAEnv):
             if not download:
                 raise DataNotFoundError(_how_to_provide(dataset, split))
             data_path = fetch_dataset(dataset, split, cache_dir=_hub_cache(cache_dir))
-        loaded = load_dataset_file(data_path, source=dataset)
+        loaded = load_dataset_file(data_path, source=dataset, format=format)
+        if format == "auto":
+            check_dataset(loaded, dataset, _env_id(dataset))
         self.data_path, self.data_sha256 = loaded.path, loaded.sha256
-        corpus = _load_corpus_arg(corpus_path) or loaded.corpus
+        corpus = _load_corpus_arg(corpus_path)
+        if corpus is None:
+            corpus = loaded.corpus
         if corpus is None and isinstance(env_options.get("retriever", "bm25"), str):
             raise DataNotFoundError(
                 f"{dataset} questions carry no passages to search: pass corpus_path= (the 2018 Wikipedia passages "
@@ -129,8 +140,9 @@ class CustomSearchQAEnv(SearchQAEnv):
 
     `data_path` is a question file in any format `searchgym.data.load_records` reads (FlashRAG jsonl with
     `id`, `question`, `golden_answers` is the simplest). `corpus_path` is a corpus file (jsonl with
-    `id`+`contents` or `id`+`title`+`text`, or DPR tsv); it may be omitted when the question file carries
-    its own paragraphs, or when `retriever` is an object.
+    `id`+`contents` or `id`+`title`+`text`, a JSON list of `{title, text}`, or DPR tsv); it may be omitted
+    when the question file carries its own paragraphs, or when `retriever` is an object. Any benchmark's
+    file loads here, unchecked; `format=` names its format when detection cannot tell.
     """
 
     def __init__(
@@ -141,6 +153,7 @@ class CustomSearchQAEnv(SearchQAEnv):
         split: str | None = None,
         limit: int | None = None,
         cache_dir: str | Path | None | Literal[False] = None,
+        format: DatasetFormat = "auto",
         **env_options: Any,
     ):
         _check_env_options(type(self).__name__, env_options)
@@ -151,9 +164,11 @@ class CustomSearchQAEnv(SearchQAEnv):
                 "a corpus file (jsonl with 'id' and 'contents' or 'title'+'text', or DPR tsv)"
             )
         self.split = split
-        loaded = load_dataset_file(data_path, source="custom")
+        loaded = load_dataset_file(data_path, source="custom", format=format)
         self.data_path, self.data_sha256 = loaded.path, loaded.sha256
-        corpus = _load_corpus_arg(corpus_path) or loaded.corpus
+        corpus = _load_corpus_arg(corpus_path)
+        if corpus is None:
+            corpus = loaded.corpus
         if corpus is None and isinstance(env_options.get("retriever", "bm25"), str):
             raise DataNotFoundError("no corpus: pass corpus_path= a corpus file, or retriever= a retriever object", path=data_path)
         super().__init__(_limit(list(loaded.records), limit), corpus, cache_dir=cache_dir, **env_options)
@@ -166,6 +181,12 @@ def _shared_world(num_entities: int, seed: int):
     from searchgym.data.synthetic import SyntheticWorld, WorldConfig
 
     return SyntheticWorld.generate(WorldConfig(num_entities=num_entities, seed=seed))
+
+
+def _env_id(dataset: str) -> str:
+    from searchgym.envs.registration import _BENCHMARKS
+
+    return next((f"SearchQA-{name}-v0" for name, d in _BENCHMARKS.items() if d == dataset), f"SearchQA-{dataset}")
 
 
 def _hub_cache(cache_dir: str | Path | None | Literal[False]) -> Path:

@@ -4,7 +4,7 @@ Two grammars are provided:
 
 - `TagProtocol` (the default): Search-R1's tags. The agent thinks in `<think>...</think>`, searches with
   `<search>query</search>`, answers with `<answer>text</answer>`; the environment answers a search with
-  `<information>Doc 1(Title: ...) ...</information>`.
+  `<information>Doc 1(Title: "...") ...</information>`, as Search-R1's `_passages2string` writes it.
 - `ToolCallProtocol`: JSON tool calls in `<tool_call>{"name": "search", "arguments": {"query": ...}}</tool_call>`,
   the form Qwen-style chat models are tuned on; results come back in `<tool_response>...</tool_response>`.
 

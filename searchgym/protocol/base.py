@@ -61,17 +61,22 @@ def format_prompt(template: str, question: str) -> str:
     return template.format(question=question)
 
 
-def resolve_protocol(protocol: str | ActionProtocol, *, template: str | None = None, max_query_chars: int = 1000) -> ActionProtocol:
-    """An action protocol from its name (`tags`, `tool_calls`) or an instance passed through."""
+def resolve_protocol(
+    protocol: str | ActionProtocol, *, template: str | None = None, max_query_chars: int = 1000, doc_format: str | None = None
+) -> ActionProtocol:
+    """An action protocol from its name (`tags`, `tool_calls`) or an instance passed through. `doc_format`
+    applies to the tag grammar only."""
     from searchgym.protocol.tags import TagProtocol
     from searchgym.protocol.tool_calls import ToolCallProtocol
 
+    if doc_format is not None and protocol != "tags":
+        raise ConfigError(f"doc_format applies to action_format='tags' only, not {protocol!r}")
     if not isinstance(protocol, str):
         if not isinstance(protocol, ActionProtocol):
             raise ConfigError(f"action_format must be 'tags', 'tool_calls' or an ActionProtocol, got {type(protocol).__name__}")
         return protocol
     if protocol == "tags":
-        return TagProtocol(template=template, max_query_chars=max_query_chars)
+        return TagProtocol(template=template, max_query_chars=max_query_chars, doc_format=doc_format)  # type: ignore[arg-type]
     if protocol == "tool_calls":
         return ToolCallProtocol(template=template, max_query_chars=max_query_chars)
     raise ConfigError(f"unknown action_format {protocol!r}; choose 'tags' or 'tool_calls'")

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, get_args
 
+from searchgym.errors import ConfigError
 from searchgym.protocol.base import Action, format_prompt
 
 if TYPE_CHECKING:
@@ -21,6 +22,34 @@ SEARCH_R1_TEMPLATE = (
 )
 """Search-R1's instruction prompt, kept word for word (typo included) so that checkpoints trained on it
 see the prompt they expect."""
+
+DocFormat = Literal["search-r1", "plain"]
+"""How a search's documents are written inside `<information>`:
+
+- `search-r1`: Search-R1's `_passages2string` over each document's wiki-18 `contents` (`"Title"\\ntext`):
+  `Doc 1(Title: "Paris") text`, the title line as the corpus has it, quotes included. What a policy
+  trained with Search-R1 saw.
+- `plain`: `Doc 1(Title: Paris) text`, the title without quotes (searchgym's text before `search-r1` became
+  the default of Search-R1's template).
+"""
+DOC_FORMATS: tuple[str, ...] = get_args(DocFormat)
+
+
+def search_r1_passages(documents: Sequence[Document]) -> str:
+    """Search-R1's `_passages2string` (search_r1/llm_agent/generation.py), byte for byte, over each
+    document's `contents` as a Search-R1 retrieval server sends it.
+
+    Search-R1 takes the first line of `contents` as the title and the rest (inner newlines kept) as the
+    text, writes `Doc {i}(Title: {title}) {text}` plus a newline per document, and its caller strips the
+    whole before wrapping it in `<information>`.
+    """
+    parts = []
+    for i, doc in enumerate(documents, 1):
+        # partition gives what split("\n")[0] and "\n".join(split("\n")[1:]) give, in one pass.
+        title, _, text = doc.contents.partition("\n")
+        parts.append(f"Doc {i}(Title: {title}) {text}\n")
+    return "".join(parts)
+
 
 _new_action = tuple.__new__
 """`_new_action(Action, (kind, thinking, query, answer, invalid_reason))` is `Action(...)` without the
@@ -87,13 +116,20 @@ _ACTIONS = ("search", "answer")
 
 class TagProtocol:
     """Search-R1 tags. The first complete `<search>` or `<answer>` pair is the action; text after it is
-    ignored, as Search-R1 stops generation at the closing tag."""
+    ignored, as Search-R1 stops generation at the closing tag.
+
+    `doc_format` (see `DocFormat`) defaults to `"search-r1"` with Search-R1's own template (the default)
+    and to `"plain"` with a template of your own.
+    """
 
     name = "tags"
 
-    def __init__(self, *, template: str | None = None, max_query_chars: int = 1000):
+    def __init__(self, *, template: str | None = None, max_query_chars: int = 1000, doc_format: DocFormat | None = None):
+        if doc_format is not None and doc_format not in DOC_FORMATS:
+            raise ConfigError(f"doc_format must be one of {list(DOC_FORMATS)} or None, got {doc_format!r}")
         self.template = SEARCH_R1_TEMPLATE if template is None else template
         self.max_query_chars = max_query_chars
+        self.doc_format: DocFormat = doc_format or ("search-r1" if template is None else "plain")
 
     def render_prompt(self, question: str) -> str:
         return format_prompt(self.template, question)
@@ -121,6 +157,9 @@ class TagProtocol:
         return _new_action(Action, ("answer", thinking, None, content, None))
 
     def render_documents(self, documents: Sequence[Document]) -> str:
+        if self.doc_format == "search-r1":
+            # As Search-R1's execute_predictions wraps a search's results.
+            return f"\n\n<information>{search_r1_passages(documents).strip()}</information>\n\n"
         lines = [f"Doc {i}(Title: {doc.title}) {doc.text}" for i, doc in enumerate(documents, 1)]
         return "\n\n<information>" + "\n".join(lines) + "</information>\n\n"
 

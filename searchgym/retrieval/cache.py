@@ -49,11 +49,15 @@ def cache_key(description: dict[str, Any], query: str, k: int) -> str:
 
 
 def _hits_to_json(hits: Sequence[Hit]) -> list[dict[str, Any]]:
-    return [{"id": h.doc.id, "title": h.doc.title, "text": h.doc.text, "score": h.score} for h in hits]
+    rows: list[dict[str, Any]] = [{"id": h.doc.id, "title": h.doc.title, "text": h.doc.text, "score": h.score} for h in hits]
+    for row, h in zip(rows, hits, strict=True):
+        if not h.doc.title_quoted:
+            row["title_quoted"] = False
+    return rows
 
 
 def _hits_from_json(rows: list[dict[str, Any]]) -> list[Hit]:
-    return [Hit(Document(r["id"], r["title"], r["text"]), float(r["score"])) for r in rows]
+    return [Hit(Document(r["id"], r["title"], r["text"], r.get("title_quoted", True)), float(r["score"])) for r in rows]
 
 
 class RetrievalCache:

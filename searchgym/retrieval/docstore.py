@@ -2,7 +2,8 @@
 
 Layout, inside an index folder:
 
-- `docs.jsonl`: one JSON array `[id, title, text]` per line, in index row order;
+- `docs.jsonl`: one JSON array `[id, title, text]` per line, in index row order (`[id, title, text, 0]`
+  for a document whose wiki-18 title line was not quoted);
 - `docs.offsets.npy`: int64 byte offsets, n+1 of them (row i is bytes offsets[i]:offsets[i+1]).
 
 Both are memory-mapped; a lookup decodes one line. Resident memory is the pages the OS keeps cached.
@@ -34,7 +35,8 @@ class DocStoreWriter:
         self._offsets = array("q", [0])  # 8 bytes per document, not a Python int each
 
     def add(self, doc: Document) -> None:
-        line = json.dumps([doc.id, doc.title, doc.text], ensure_ascii=False).encode("utf-8", "surrogatepass") + b"\n"
+        row = [doc.id, doc.title, doc.text] if doc.title_quoted else [doc.id, doc.title, doc.text, 0]
+        line = json.dumps(row, ensure_ascii=False).encode("utf-8", "surrogatepass") + b"\n"
         self._file.write(line)
         self._offsets.append(self._offsets[-1] + len(line))
 
@@ -88,8 +90,8 @@ class DocStore(Sequence[Document]):
         if not 0 <= i < n:
             raise IndexError(f"document row {i} out of range (store has {n})")
         start, end = int(self._offsets[i]), int(self._offsets[i + 1])
-        doc_id, title, text = json.loads(self._data[start:end])
-        return Document(doc_id, title, text)
+        row = json.loads(self._data[start:end])
+        return Document(row[0], row[1], row[2], len(row) < 4)
 
     def __iter__(self) -> Iterator[Document]:
         for i in range(len(self)):

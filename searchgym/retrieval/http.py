@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from searchgym.corpus import Document, parse_contents
+from searchgym.corpus import Document, split_contents
 from searchgym.errors import ConfigError, RetrievalError, RetrievalTimeout
 from searchgym.retrieval.base import Hit
 
@@ -233,8 +233,9 @@ def _hit(item: Any, url: str, q: int) -> Hit:
         doc, score = item, 0.0
     if not isinstance(doc, dict):
         raise RetrievalError(f"{url}: result {q} holds a {type(doc).__name__}, expected a document object")
+    quoted = True
     if isinstance(doc.get("contents"), str):
-        title, text = parse_contents(doc["contents"])
+        title, text, quoted = split_contents(doc["contents"])
     elif isinstance(doc.get("text"), str):
         title, text = str(doc.get("title", "")), doc["text"]
     else:
@@ -247,4 +248,4 @@ def _hit(item: Any, url: str, q: int) -> Hit:
         score = float(score)
     except (TypeError, ValueError):
         raise RetrievalError(f"{url}: a score of result {q} is not a number: {score!r}") from None
-    return Hit(Document(str(doc_id), title, text), score)
+    return Hit(Document(str(doc_id), title, text, quoted), score)

@@ -57,8 +57,10 @@ class ServerConfig:
     """Documents per query when a request omits `topk` (Search-R1's server default is 3)."""
     max_topk: int = 1000
     """Largest `topk` accepted."""
-    max_queries: int = 1024
-    """Most queries in one request."""
+    max_queries: int = 8192
+    """Most queries in one request. Search-R1's default training step sends its whole batch in one request
+    (512 prompts x 5 rollouts = 2,560 queries), and its client fails with `KeyError: 'result'` on any
+    refusal, so the default leaves room for three times that."""
     max_query_chars: int = 8192
     """Longest query accepted, in characters."""
     max_results: int = 100_000
@@ -139,7 +141,10 @@ def parse_retrieve_request(payload: Any, config: ServerConfig) -> RetrieveReques
         raise RequestRejected(422, "'queries' must be a list of strings")
     if len(queries) > config.max_queries:
         raise RequestRejected(
-            413, f"{len(queries)} queries in one request; this server accepts at most {config.max_queries}"
+            413,
+            f"{len(queries)} queries in one request; this server accepts at most {config.max_queries} "
+            "(ServerConfig.max_queries): restart it with a larger `searchgym serve --max-queries N`, or send the "
+            "queries in smaller requests (HTTPRetrieverConfig.max_queries_per_request)",
         )
     longest = max((len(q) for q in queries), default=0)
     if longest > config.max_query_chars:

@@ -2,7 +2,9 @@
 
 `normalize_answer` is SQuAD's (and HotpotQA's) normalization: lowercase, drop punctuation, drop the
 articles a/an/the, collapse whitespace. Exact match, token F1 and cover-EM compare a prediction with
-every gold answer and keep the best score, as Search-R1, FlashRAG and HotpotQA's evaluator do.
+every gold answer and keep the best score, as Search-R1, FlashRAG and HotpotQA's evaluator do. Cover-EM
+asks for a gold answer as whole tokens of the prediction; `subem` (Search-R1's `subem_check`, FlashRAG's
+`Sub_ExactMatch`) for a plain substring of the normalized prediction.
 """
 
 from searchgym.rewards.answer import (
@@ -14,6 +16,7 @@ from searchgym.rewards.answer import (
     f1_score,
     normalize_answer,
     resolve_answer_reward,
+    substring_exact_match,
     token_f1,
 )
 from searchgym.rewards.format import actions_valid, format_valid, turn_action
@@ -29,6 +32,7 @@ __all__ = [
     "format_valid",
     "normalize_answer",
     "resolve_answer_reward",
+    "substring_exact_match",
     "token_f1",
     "turn_action",
 ]

@@ -45,6 +45,19 @@ def cover_exact_match(prediction: str, golds: Sequence[str]) -> float:
     return 0.0
 
 
+def substring_exact_match(prediction: str, golds: Sequence[str]) -> float:
+    """1.0 if any normalized gold answer is a substring of the normalized prediction (`subem`).
+
+    Search-R1's `subem_check` (verl/utils/reward_score/qa_em.py) and FlashRAG's `Sub_ExactMatch`, kept as
+    they are: the match need not fall on token boundaries ("210" contains "21", "xlady gaga" contains
+    "lady gaga"), and a gold answer that normalizes to nothing (e.g. "The") is in every prediction.
+    `cover_exact_match` is the whole-token variant; use this one to compare with numbers those projects
+    publish.
+    """
+    pred = normalize_answer(prediction)
+    return float(any(normalize_answer(g) in pred for g in golds))
+
+
 def token_f1(prediction: str, gold: str) -> tuple[float, float, float]:
     """(F1, precision, recall) over normalized tokens of one prediction and one gold answer.
 
@@ -104,11 +117,12 @@ ANSWER_REWARDS: dict[str, AnswerReward] = {
     "em": exact_match,
     "f1": f1_score,
     "cover_em": cover_exact_match,
+    "subem": substring_exact_match,
 }
 
 
 def resolve_answer_reward(reward: str | AnswerReward) -> AnswerReward:
-    """A reward function from its name (`em`, `f1`, `cover_em`) or a callable passed through."""
+    """A reward function from its name (`em`, `f1`, `cover_em`, `subem`) or a callable passed through."""
     if callable(reward):
         return reward
     try:

@@ -34,7 +34,7 @@ def test_trace_records_hold_the_readable_episode(trajectories, tmp_path):
     assert r["step"] == 3 and r["finish_reason"] == "answered" and r["reward"] == 1.0 and r["em"] == 1.0
     assert [t["action"] for t in r["turns"]] == ["search", "answer"]
     assert r["turns"][0]["agent"] == SEARCH and r["turns"][0]["query"] == "river Rome"
-    assert r["turns"][0]["observation"].strip().startswith("<information>Doc 1(Title: Tiber)")
+    assert r["turns"][0]["observation"].strip().startswith('<information>Doc 1(Title: "Tiber")')
     assert r["turns"][0]["shown"][0] == "Tiber"
     assert r["turns"][1]["answer"] == "Tiber" and r["turns"][1]["observation"] is None
     assert r["tokens"]["sampled"] == trajectories[0].num_sampled_tokens

@@ -1,4 +1,7 @@
-"""Tests of the benchmark loaders (real samples where present, small hand-written files) and the hub fetcher."""
+"""Tests of the benchmark loaders (real samples where present, small hand-written files) and the hub fetcher.
+
+`test_layouts.py` checks every accepted layout on files it writes, so a fresh clone covers them too.
+"""
 
 from __future__ import annotations
 
@@ -24,7 +27,10 @@ def sample(relative: str) -> Path:
     """A real data sample, or skip when the samples are absent (a user's fresh checkout)."""
     path = SHARED_DATA / relative
     if not path.is_file():
-        pytest.skip(f"real data sample {relative} not found under {SHARED_DATA}")
+        pytest.skip(
+            f"real data sample {relative} not found under {SHARED_DATA} (only present in the development workspace; "
+            "tests/data/test_layouts.py tests the same layouts on files it writes)"
+        )
     return path
 
 
@@ -335,17 +341,36 @@ def test_flashrag_multihop_metadata_and_source_guess(tmp_path):
     assert record.metadata["level"] == "hard"
 
 
-def test_nq_open_gzip_and_line_ids(tmp_path):
+def derived(question: str, *answers: str) -> str:
+    """The id a record without one gets: 'sha1:' and 12 hex digits over question and answers."""
+    return "sha1:" + hashlib.sha1("\x1f".join([question, *answers]).encode()).hexdigest()[:12]
+
+
+def test_nq_open_gzip_and_derived_ids(tmp_path, caplog):
     path = tmp_path / "NQ-open.dev.jsonl.gz"
-    with gzip.open(path, "wt", encoding="utf-8") as fh:
-        fh.write(json.dumps({"question": "where is paris", "answer": ["France", "in France"]}) + "\n\n")
-        fh.write(json.dumps({"question": "who wrote hamlet", "answer": ["Shakespeare"]}) + "\n")
-    ds = load_dataset_file(path)
-    assert ds.format == "nq_open"
-    assert [(r.id, r.answers, r.gold_entities, r.source) for r in ds.records] == [
-        ("1", ("France", "in France"), ("France",), "nq"),
-        ("3", ("Shakespeare",), ("Shakespeare",), "nq"),
+    rows = [
+        {"question": "where is paris", "answer": ["France", "in France"]},
+        {"question": "who wrote hamlet", "answer": ["Shakespeare"]},
+        {"question": "who wrote hamlet", "answer": ["Shakespeare"]},
     ]
+    with gzip.open(path, "wt", encoding="utf-8") as fh:
+        fh.write(json.dumps(rows[0]) + "\n\n" + "".join(json.dumps(r) + "\n" for r in rows[1:]))
+    with caplog.at_level("WARNING", logger="searchgym.data.loaders"):
+        ds = load_dataset_file(path)
+    assert ds.format == "nq_open"
+    hamlet = derived("who wrote hamlet", "Shakespeare")
+    assert [(r.id, r.answers, r.gold_entities, r.source) for r in ds.records] == [
+        (derived("where is paris", "France", "in France"), ("France", "in France"), ("France",), "nq"),
+        (hamlet, ("Shakespeare",), ("Shakespeare",), "nq"),
+        (hamlet + "-2", ("Shakespeare",), ("Shakespeare",), "nq"),
+    ]
+    # One warning for the file, with the count.
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and "3 records have no id" in warnings[0]
+    # Stable: the ids do not depend on the records' positions.
+    reordered = tmp_path / "nq_reordered.jsonl"
+    write_jsonl(reordered, [rows[1], rows[0]])
+    assert [r.id for r in load_records(reordered)] == [hamlet, ds.records[0].id]
 
 
 def test_searchr1_rows_with_duplicate_ids_across_sources(tmp_path):
@@ -399,7 +424,7 @@ def test_limit_stops_reading_early(tmp_path):
 
 
 def test_all_formats_named():
-    assert set(FORMATS) == {"hotpotqa", "hotpotqa_hf", "2wiki", "musique", "flashrag", "searchr1", "nq_open"}
+    assert set(FORMATS) == {"hotpotqa", "hotpotqa_hf", "2wiki", "musique", "popqa", "flashrag", "searchr1", "nq_open"}
 
 
 # ------------------------------------------------------------------------------------------ errors

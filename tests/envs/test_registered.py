@@ -7,7 +7,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import searchgym
-from searchgym.errors import DataNotFoundError
+from searchgym.errors import ConfigError, DataError, DataNotFoundError
 from tests.conftest import TEN_DOCS
 from tests.helpers import shared_file
 
@@ -54,6 +54,14 @@ FLASHRAG = [
     {"id": "f1", "question": "Who discovered radioactivity?", "golden_answers": ["Henri Becquerel", "Becquerel"]},
     {"id": "f2", "question": "Which river flows through Berlin?", "golden_answers": ["Spree"]},
 ]
+POPQA = [
+    {
+        "id": "p1",
+        "question": "Who discovered Radioactivity?",
+        "golden_answers": ["Henri Becquerel", "Becquerel"],
+        "metadata": {"subj": "Radioactivity", "prop": "discoverer or inventor", "obj": "Henri Becquerel", "s_pop": 5001},
+    }
+]
 
 
 @pytest.fixture
@@ -71,6 +79,7 @@ def local_files(tmp_path):
         "musique": write("musique_dev.json", MUSIQUE),
         "2wiki": write("2wiki_dev.json", TWOWIKI),
         "flashrag": write("questions.jsonl", FLASHRAG, lines=True),
+        "popqa": write("questions_p.jsonl", POPQA, lines=True),
         "corpus": str(corpus),
     }
 
@@ -84,7 +93,7 @@ def make_kwargs(env_id, files):
         "SearchQA-2Wiki-v0": {"data_path": files["2wiki"]},
         "SearchQA-NQ-v0": needs_corpus,
         "SearchQA-TriviaQA-v0": needs_corpus,
-        "SearchQA-PopQA-v0": needs_corpus,
+        "SearchQA-PopQA-v0": {"data_path": files["popqa"], "corpus_path": files["corpus"]},
         "SearchQA-Bamboogle-v0": needs_corpus,
         "SearchQA-Synthetic-v0": {"num_entities": 300, "num_questions": 50},
         "SearchQA-Custom-v0": needs_corpus,
@@ -124,6 +133,76 @@ def test_missing_data_fails_at_once_with_the_ways_to_provide_it(local_files):
         gym.make("SearchQA-Custom-v0")
 
 
+@pytest.mark.parametrize("env_id, data", [("SearchQA-Bamboogle-v0", "flashrag"), ("SearchQA-HotpotQA-v0", "hotpot")])
+def test_empty_corpus_file_is_an_error_naming_the_corpus(env_id, data, local_files, tmp_path):
+    empty = tmp_path / "wiki18.jsonl"
+    empty.write_text("")
+    # Never ignored: not for HotpotQA (whose own paragraphs would otherwise stand in), not for Bamboogle.
+    with pytest.raises(DataError, match="holds no documents") as e:
+        gym.make(env_id, data_path=local_files[data], corpus_path=str(empty), cache_dir=False)
+    assert e.value.path == str(empty) and local_files[data] not in str(e.value)
+
+
+@pytest.mark.parametrize(
+    "env_id, data, detected",
+    [
+        ("SearchQA-HotpotQA-v0", "flashrag", "question and answers only"),  # NQ-like file under HotpotQA
+        ("SearchQA-NQ-v0", "hotpot", "2 HotpotQA records"),
+        ("SearchQA-Musique-v0", "hotpot", "2 HotpotQA records"),
+        ("SearchQA-PopQA-v0", "flashrag", "question and answers only"),  # Bamboogle-like file under PopQA
+        ("SearchQA-2Wiki-v0", "musique", "1 MuSiQue records"),
+        ("SearchQA-Bamboogle-v0", "popqa", "1 PopQA records"),
+    ],
+)
+def test_another_benchmarks_file_is_refused_with_the_ways_to_load_it(env_id, data, detected, local_files):
+    with pytest.raises(ConfigError) as e:
+        gym.make(env_id, data_path=local_files[data], corpus_path=local_files["corpus"], cache_dir=False)
+    message = str(e.value)
+    assert env_id in message and detected in message and local_files[data] in message
+    assert "SearchQA-Custom-v0" in message and "format=" in message
+    fmt = message.split("detected format '")[1].split("'")[0]
+    # Either way named in the message loads the file.
+    env = gym.make(env_id, data_path=local_files[data], corpus_path=local_files["corpus"], format=fmt, cache_dir=False)
+    assert env.unwrapped.records
+    env = gym.make("SearchQA-Custom-v0", data_path=local_files[data], corpus_path=local_files["corpus"], cache_dir=False)
+    assert env.unwrapped.records
+
+
+def test_the_file_name_decides_for_records_that_name_no_dataset(local_files, tmp_path):
+    rows = [{"id": "t1", "question": "Which river flows through Berlin?", "golden_answers": ["Spree"]}]
+    trivia = tmp_path / "triviaqa_test.jsonl"
+    trivia.write_text(json.dumps(rows[0]) + "\n")
+    with pytest.raises(ConfigError, match="named as TriviaQA data"):
+        gym.make("SearchQA-NQ-v0", data_path=str(trivia), corpus_path=local_files["corpus"], cache_dir=False)
+    assert gym.make("SearchQA-TriviaQA-v0", data_path=str(trivia), corpus_path=local_files["corpus"], cache_dir=False)
+    # A HotpotQA file without HotpotQA's annotations loads under HotpotQA only when its name says HotpotQA.
+    hotpot = tmp_path / "hotpotqa" / "dev.jsonl"
+    hotpot.parent.mkdir()
+    hotpot.write_text(json.dumps(rows[0]) + "\n")
+    env = gym.make("SearchQA-HotpotQA-v0", data_path=str(hotpot), corpus_path=local_files["corpus"], cache_dir=False)
+    assert env.unwrapped.records[0].gold_entities == ("Spree",)
+
+
+def test_a_merged_search_r1_file_is_refused_under_one_benchmark(local_files, tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    rows = [
+        {"data_source": source, "prompt": [{"role": "user", "content": f"Answer it. Question: {q}\n"}],
+         "reward_model": {"ground_truth": {"target": [a]}, "style": "rule"}, "extra_info": {"index": i, "split": "train"}}
+        for i, (source, q, a) in enumerate([("nq", "Which river flows through Berlin?", "Spree"), ("hotpotqa", "Is the Seine in France?", "yes")])
+    ]
+    path = tmp_path / "train.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    with pytest.raises(ConfigError, match="1 HotpotQA records"):
+        gym.make("SearchQA-NQ-v0", data_path=str(path), corpus_path=local_files["corpus"], cache_dir=False)
+    rows[1]["data_source"] = "web_questions"
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    with pytest.raises(ConfigError, match="1 web_questions records"):
+        gym.make("SearchQA-NQ-v0", data_path=str(path), corpus_path=local_files["corpus"], cache_dir=False)
+    env = gym.make("SearchQA-Custom-v0", data_path=str(path), corpus_path=local_files["corpus"], cache_dir=False)
+    assert [r.question for r in env.unwrapped.records] == ["Which river flows through Berlin?", "Is the Seine in France?"]
+
+
 def test_hotpotqa_distractor_corpus_from_contexts(local_files, tmp_path):
     env = gym.make("SearchQA-HotpotQA-v0", data_path=local_files["hotpot"], cache_dir=False).unwrapped
     assert sorted(d.title for d in env.corpus) == ["Paris", "Rome", "Seine", "Tiber"]
@@ -133,6 +212,60 @@ def test_hotpotqa_distractor_corpus_from_contexts(local_files, tmp_path):
     assert r == 1.0 and term
 
 
+def write_real_layouts(folder):
+    """One small file per real layout the benchmark ids are used with, in the folder names the FlashRAG
+    hub and Search-R1 use (`nq/test.jsonl`, `nq_search/test.parquet`)."""
+    from tests.data.test_layouts import HOTPOT_OFFICIAL, MUSIQUE, hotpot_hf, searchr1_row, write_parquet
+
+    files = {}
+    for name, rows, lines in (
+        ("hotpotqa/train.jsonl", [hotpot_hf(r) for r in HOTPOT_OFFICIAL], True),
+        ("hotpotqa/hotpot_dev_distractor_v1.json", HOTPOT_OFFICIAL, False),
+        ("musique/musique_ans_v1.0_dev.jsonl", [MUSIQUE], True),
+        ("nq/test.jsonl", FLASHRAG, True),
+        ("triviaqa/test.jsonl", FLASHRAG, True),
+        ("popqa/test.jsonl", POPQA, True),
+    ):
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows) if lines else json.dumps(rows, indent=4))
+        files[name] = str(path)
+    (folder / "nq_search").mkdir()
+    rows = [searchr1_row(i, r["question"], r["golden_answers"]) for i, r in enumerate(FLASHRAG)]
+    files["nq_search/test.parquet"] = str(write_parquet(folder / "nq_search" / "test.parquet", rows))
+    return files
+
+
+@pytest.mark.parametrize(
+    "env_id, data, needs_corpus",
+    [
+        ("SearchQA-HotpotQA-v0", "hotpotqa/train.jsonl", False),
+        ("SearchQA-HotpotQA-v0", "hotpotqa/hotpot_dev_distractor_v1.json", False),
+        ("SearchQA-Musique-v0", "musique/musique_ans_v1.0_dev.jsonl", False),
+        ("SearchQA-NQ-v0", "nq/test.jsonl", True),
+        ("SearchQA-NQ-v0", "nq_search/test.parquet", True),
+        ("SearchQA-TriviaQA-v0", "triviaqa/test.jsonl", True),
+        ("SearchQA-PopQA-v0", "popqa/test.jsonl", True),
+    ],
+)
+def test_real_layouts_make_working_envs(env_id, data, needs_corpus, local_files, tmp_path):
+    files = write_real_layouts(tmp_path / "data")
+    kwargs = {"data_path": files[data], "cache_dir": tmp_path / "cache"}
+    if needs_corpus:
+        kwargs["corpus_path"] = local_files["corpus"]
+    env = gym.make(env_id, **kwargs)
+    for index in range(len(env.unwrapped.records)):
+        obs, info = env.reset(options={"index": index})
+        question = env.unwrapped.record.question
+        assert question in obs
+        obs, _, _, _, info = env.step(f"<search>{question}</search>")
+        # BM25 shows only documents sharing a term with the query: up to top_k (3) of them.
+        assert info["action"] == "search" and 1 <= len(info["shown"]) <= 3 and obs.count("Doc ") == len(info["shown"])
+        _, _, term, _, info = env.step(f"<answer>{env.unwrapped.record.answers[-1]}</answer>")
+        assert term and info["reward"]["em"] == 1.0
+
+
+@pytest.mark.shared_data
 @pytest.mark.parametrize(
     "env_id, data, corpus",
     [

@@ -23,7 +23,7 @@ def test_search_then_answer(env):
     env.reset(options={"question_id": "q1"})
     obs, r, term, trunc, info = env.step("<think>Need the discoverer.</think><search>who discovered radioactivity Becquerel</search>")
     assert (r, term, trunc) == (0.0, False, False)
-    assert obs.startswith("\n\n<information>Doc 1(Title: Radioactivity) Radioactivity was discovered by Henri Becquerel")
+    assert obs.startswith('\n\n<information>Doc 1(Title: "Radioactivity") Radioactivity was discovered by Henri Becquerel')
     assert obs.count("Doc ") == 3
     assert info["action"] == "search" and info["query"] == "who discovered radioactivity Becquerel" and info["thinking"] == "Need the discoverer."
     assert [d["id"] for d in info["shown"]] == info["candidates"]["ids"][:3] and set(info["candidates"]) == {"ids", "scores"}
@@ -31,10 +31,29 @@ def test_search_then_answer(env):
     assert "episode" not in info
     obs, r, term, trunc, info = env.step("<think>Doc 1 says Becquerel.</think><answer>becquerel</answer>")
     assert (obs, r, term, trunc) == ("", 1.0, True, False)
-    assert info["reward"] == {"answer": 1.0, "em": 1.0, "f1": 1.0, "cover_em": 1.0, "total": 1.0, "format": 1.0}
+    assert info["reward"] == {"answer": 1.0, "em": 1.0, "f1": 1.0, "cover_em": 1.0, "subem": 1.0, "total": 1.0, "format": 1.0}
     ep = info["episode"]
     assert (ep["outcome"], ep["turns"], ep["searches"], ep["invalid_actions"], ep["format_valid"]) == ("answered", 2, 1, 0, True)
     assert "[agent]" in env.render()
+
+
+def test_doc_format_plain_and_custom_template_keep_titles_unquoted(small_records, ten_doc_corpus):
+    plain = SearchQAEnv(small_records, ten_doc_corpus, cache_dir=False, doc_format="plain")
+    own = SearchQAEnv(small_records, ten_doc_corpus, cache_dir=False, template="Q: {question}\n")
+    quoted = SearchQAEnv(small_records, ten_doc_corpus, cache_dir=False, template="Q: {question}\n", doc_format="search-r1")
+    observations = []
+    for env in (plain, own, quoted):
+        env.reset(options={"question_id": "q1"})
+        observations.append(env.step("<search>who discovered radioactivity</search>")[0])
+    assert observations[0] == observations[1]
+    assert observations[0].startswith("\n\n<information>Doc 1(Title: Radioactivity) Radioactivity was discovered")
+    assert observations[2] == observations[0].replace("(Title: Radioactivity)", '(Title: "Radioactivity")').replace(
+        "(Title: Henri Becquerel)", '(Title: "Henri Becquerel")'
+    ).replace("(Title: Marie Curie)", '(Title: "Marie Curie")').replace("(Title: Nobel Prize in Physics)", '(Title: "Nobel Prize in Physics")')
+    with pytest.raises(ConfigError, match="doc_format"):
+        SearchQAEnv(small_records, ten_doc_corpus, cache_dir=False, doc_format="json")
+    with pytest.raises(ConfigError, match="doc_format applies"):
+        SearchQAEnv(small_records, ten_doc_corpus, cache_dir=False, action_format="tool_calls", doc_format="plain")
 
 
 def test_wrong_answer_scores_partial_f1(env):
@@ -42,6 +61,17 @@ def test_wrong_answer_scores_partial_f1(env):
     _, r, term, _, info = env.step("<answer>Pierre Becquerel</answer>")
     assert r == 0.0 and term
     assert info["reward"]["f1"] == pytest.approx(2 / 3)
+
+
+def test_subem_is_reported_and_can_be_the_reward(small_records, ten_doc_corpus):
+    # "Becquerels" holds the gold "Becquerel" as a substring but not as a whole token.
+    for reward, expected in (("em", 0.0), ("cover_em", 0.0), ("subem", 1.0)):
+        env = SearchQAEnv(small_records, ten_doc_corpus, cache_dir=False, answer_reward=reward)
+        env.reset(options={"question_id": "q1"})
+        _, r, term, _, info = env.step("<answer>the Becquerels</answer>")
+        assert term and r == expected and info["reward"]["answer"] == expected
+        assert (info["reward"]["cover_em"], info["reward"]["subem"]) == (0.0, 1.0)
+        assert info["episode"]["subem"] == 1.0
 
 
 def test_invalid_action_is_a_normal_step(env):

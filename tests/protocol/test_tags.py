@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from searchgym.corpus import Document
 from searchgym.errors import ConfigError
 from searchgym.protocol import SEARCH_R1_TEMPLATE, Action, TagProtocol, ToolCallProtocol, resolve_protocol
-from searchgym.protocol.tags import extract_thinking
+from searchgym.protocol.tags import extract_thinking, search_r1_passages
 
 
 @pytest.fixture
@@ -68,9 +68,56 @@ def test_invalid_reasons(tags, text, reason):
     assert "<search>" in tags.render_invalid(a)
 
 
+def passages2string(retrieval_result: list[dict]) -> str:
+    """Search-R1's `_passages2string` (search_r1/llm_agent/generation.py), transcribed statement for statement."""
+    format_reference = ""
+    for idx, doc_item in enumerate(retrieval_result):
+        content = doc_item["document"]["contents"]
+        title = content.split("\n")[0]
+        text = "\n".join(content.split("\n")[1:])
+        format_reference += f"Doc {idx+1}(Title: {title}) {text}\n"
+    return format_reference
+
+
+def search_r1_observation(contents: list[str]) -> str:
+    # Search-R1's execute_predictions: f'\n\n<information>{search_results.pop(0).strip()}</information>\n\n'
+    result = passages2string([{"document": {"id": str(i), "contents": c}} for i, c in enumerate(contents)])
+    return f"\n\n<information>{result.strip()}</information>\n\n"
+
+
 def test_render_documents_search_r1_format(tags):
-    obs = tags.render_documents([Document("1", "Paris", "Capital of France."), Document("2", "Rome", "Capital of Italy.")])
-    assert obs == "\n\n<information>Doc 1(Title: Paris) Capital of France.\nDoc 2(Title: Rome) Capital of Italy.</information>\n\n"
+    docs = [Document("1", "Paris", "Capital of France."), Document("2", "Rome", "Capital of Italy.")]
+    obs = tags.render_documents(docs)
+    assert obs == '\n\n<information>Doc 1(Title: "Paris") Capital of France.\nDoc 2(Title: "Rome") Capital of Italy.</information>\n\n'
+    assert tags.doc_format == "search-r1"
+    plain = TagProtocol(doc_format="plain").render_documents(docs)
+    assert plain == "\n\n<information>Doc 1(Title: Paris) Capital of France.\nDoc 2(Title: Rome) Capital of Italy.</information>\n\n"
+    # A template of your own keeps the plain text unless asked.
+    assert TagProtocol(template="Q: {question}").doc_format == "plain"
+    with pytest.raises(ConfigError, match="doc_format"):
+        TagProtocol(doc_format="Search-R1")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "docs",
+    [
+        [Document("0", "Evan Morris", "Evan Morris Evan L. Morris (January 26, 1977 \u2013 July 9, 2015) was a lobbyist.")],
+        # Inner newlines, an empty title, quotes inside the title, unicode, trailing spaces in the last text.
+        [Document("a", "Two\nLines?", "first\nsecond"), Document("b", "", "no title"), Document("c", 'The "Boss"', "Café  ")],
+        [],
+    ],
+)
+def test_search_r1_format_is_passages2string_byte_for_byte(tags, docs):
+    expected = search_r1_observation([d.contents for d in docs])
+    assert tags.render_documents(docs).encode("utf-8") == expected.encode("utf-8")
+    assert search_r1_passages(docs) == passages2string([{"document": {"contents": d.contents}} for d in docs])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.text(max_size=20), st.text(max_size=40)), max_size=5))
+def test_search_r1_format_matches_for_any_text(pairs):
+    docs = [Document(str(i), title, text) for i, (title, text) in enumerate(pairs)]
+    assert TagProtocol().render_documents(docs) == search_r1_observation([d.contents for d in docs])
 
 
 def test_tool_calls_roundtrip():
@@ -123,3 +170,39 @@ def test_extract_thinking_cases(prefix, expected):
 @given(st.lists(st.sampled_from(["<think>", "</think>", "<search>", "</answer>", "<information>", " ", "\n", "a", "b c", "<", ">"]), max_size=12).map("".join))
 def test_extract_thinking_matches_regex_definition(prefix):
     assert extract_thinking(prefix) == _regex_thinking(prefix)
+
+
+def _contents_lines(path) -> list[str]:
+    return [json.loads(line)["contents"] for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def test_search_r1_format_over_a_wiki18_file_matches_the_raw_contents(tmp_path):
+    # wiki-18 as FlashRAG and Search-R1 ship it: each line {"id", "contents": "\"Title\"\ntext"}.
+    from searchgym.corpus import load_corpus
+
+    rows = [
+        {"id": "0", "contents": '"Evan Morris"\nEvan Morris Evan L. Morris (January 26, 1977 – July 9, 2015) was a lobbyist.'},
+        {"id": "1", "contents": '"Horatio Hale"\nconsisted of an Algonkin vocabulary, which he gathered from a band.'},
+        {"id": "2", "contents": '"Dibba Al-Hisn"\nis believed to be the site where the Portuguese built a fort.'},
+        # About one passage in eight of FlashRAG's wiki-18 copy has a bare title line; Search-R1 shows it bare.
+        {"id": "3", "contents": 'Absalon\ncity of ""Havn"" (English: Harbour), and built there a castle.'},
+    ]
+    path = tmp_path / "wiki18.jsonl"
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    docs = list(load_corpus(path))
+    assert TagProtocol().render_documents(docs) == search_r1_observation(_contents_lines(path))
+    assert TagProtocol().render_documents(docs).startswith('\n\n<information>Doc 1(Title: "Evan Morris") Evan Morris Evan L.')
+    assert TagProtocol().render_documents(docs[3:]) == '\n\n<information>Doc 1(Title: Absalon) city of ""Havn"" (English: Harbour), and built there a castle.</information>\n\n'
+    assert [d.contents for d in docs] == [r["contents"] for r in rows]
+
+
+@pytest.mark.shared_data
+def test_search_r1_format_over_the_real_wiki18_sample():
+    from searchgym.corpus import load_corpus
+    from tests.helpers import shared_file
+
+    path = shared_file("wiki_corpus/wiki18_sample_1000.jsonl")
+    docs = list(load_corpus(path))
+    contents = _contents_lines(path)
+    for start in range(0, len(docs), 3):
+        assert TagProtocol().render_documents(docs[start : start + 3]) == search_r1_observation(contents[start : start + 3])

@@ -17,7 +17,7 @@ from searchgym.corpus import Document
 from searchgym.errors import RetrievalError, RetrievalTimeout
 from searchgym.retrieval import BM25Retriever, DenseRetriever, Hit, HTTPRetriever, HTTPRetrieverConfig, HybridRetriever
 from searchgym.retrieval.http import parse_response
-from searchgym.retrieval.server import BackgroundServer, ServerConfig
+from searchgym.retrieval.server import BackgroundServer, RequestRejected, ServerConfig, parse_retrieve_request
 
 QUERIES = ["Which river flows through Rome?", "Who discovered radioactivity?", "zzqxj", "Berlin"]
 
@@ -110,6 +110,20 @@ def test_requests_over_the_caps_are_refused(bm25):
             assert r.status_code == 422 and "detail" in r.json(), bad
         assert post(data=b"{not json").status_code == 422
         assert post(json={"queries": ["Rome"], "topk": 5}).status_code == 200
+
+
+def test_default_caps_accept_search_r1s_default_training_batch():
+    # Search-R1's default step: 512 prompts x 5 rollouts, every query in one /retrieve request at topk 3.
+    queries = [f"query {i} about a river" for i in range(512 * 5)]
+    body = json.dumps({"queries": queries, "topk": 3, "return_scores": True}).encode()
+    config = ServerConfig()
+    assert len(body) <= config.max_body_bytes
+    request = parse_retrieve_request(json.loads(body), config)
+    assert (len(request.queries), request.topk) == (2560, 3)
+    with pytest.raises(RequestRejected) as refused:
+        parse_retrieve_request({"queries": ["q"] * 2561}, ServerConfig(max_queries=2560))
+    assert refused.value.status == 413
+    assert "at most 2560" in str(refused.value) and "--max-queries" in str(refused.value)
 
 
 class _Echo:

@@ -1,0 +1,261 @@
+"""Parsers of the question-and-answers formats: FlashRAG, Search-R1 / verl, NQ-open (and TriviaQA's and
+Bamboogle's plain layouts), and PopQA's original release. None of them carries context paragraphs.
+
+The driver and the parse context are in `searchgym.data.parsers` and `searchgym.data.loaders`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from searchgym.data.fields import (
+    _answer_entity,
+    _as_list,
+    _as_mapping,
+    _as_str,
+    _as_str_list,
+    _extra,
+    _field,
+    _make_record,
+    _RecordError,
+    _unique,
+)
+from searchgym.data.formats import record_dataset
+from searchgym.data.parsers import (
+    _chain_entities,
+    _decomposition,
+    _decomposition_answers,
+    _Draft,
+    _evidence_entities,
+    _ParseContext,
+    _record_id,
+    _supporting_facts,
+)
+
+# Messages keep the logger they had before the loader was split into modules.
+logger = logging.getLogger("searchgym.data.loaders")
+
+_QUESTION_MARK = "Question:"
+"""Where Search-R1's template (and most verl agentic-RAG templates derived from it) puts the question."""
+
+
+# ------------------------------------------------------------------------------------------ FlashRAG
+
+
+def _popqa_entities(meta: Mapping[str, Any]) -> tuple[str, ...] | None:
+    subj, obj = meta.get("subj"), meta.get("obj")
+    if isinstance(subj, str) and isinstance(obj, str) and subj.strip() and obj.strip():
+        return _unique([subj, obj])
+    return None
+
+
+def _multihop_annotations(
+    meta: Mapping[str, Any], answer: str, source: str
+) -> tuple[tuple[str, ...], tuple[str, ...], int | None] | None:
+    """(gold_entities, gold_titles, hops) from a FlashRAG multi-hop row's metadata, or None.
+
+    FlashRAG keeps the original datasets' annotations in `metadata`: HotpotQA's and 2Wiki's
+    `supporting_facts` (and 2Wiki's `evidences`), MuSiQue's `question_decomposition`.
+    """
+    if "question_decomposition" in meta:
+        steps = _decomposition(meta["question_decomposition"])
+        titles = _unique(
+            step["support_paragraph"]["title"]
+            for step in steps
+            if isinstance(step.get("support_paragraph"), Mapping)
+            and isinstance(step["support_paragraph"].get("title"), str)
+        )
+        return _chain_entities(_decomposition_answers(steps), answer), titles, len(steps) or None
+    if "supporting_facts" in meta:
+        titles = _unique(title for title, _ in _supporting_facts(meta["supporting_facts"]))
+        evidence = _evidence_entities(meta.get("evidences") or [])
+        hops = 2 if source == "hotpotqa" else (len(titles) or None)
+        return _unique([*titles, *evidence, *_answer_entity(answer)]), titles, hops
+    return None
+
+
+def _flashrag_annotations(
+    meta: Mapping[str, Any], answers: list[str], source: str, ctx: _ParseContext
+) -> tuple[tuple[str, ...], tuple[str, ...], int | None]:
+    popqa = _popqa_entities(meta)
+    if popqa is not None:
+        return popqa, (), None
+    canonical = answers[0] if answers else ""
+    try:
+        multihop = _multihop_annotations(meta, canonical, source)
+    except _RecordError as exc:
+        # The metadata stays in the record as found; the loader warns once, with a count, that these
+        # records lack the entities and titles their metadata was meant to give.
+        ctx.lost_annotations.append(f"record {ctx.number}: {exc}")
+        multihop = None
+    if multihop is not None:
+        return multihop
+    return _unique([canonical]), (), None
+
+
+def _parse_flashrag(raw: Mapping[str, Any], ctx: _ParseContext) -> _Draft:
+    question = _as_str(_field(raw, "question"), "question")
+    answers = _as_str_list(_field(raw, "golden_answers"), "golden_answers", allow_scalar=True)
+    rid = _record_id(raw, ctx, question, answers)
+    meta = _as_mapping(raw.get("metadata") or {}, "metadata")
+    source = ctx.source_for()
+    entities, titles, hops = _flashrag_annotations(meta, list(_unique(answers)), source, ctx)
+    record = _make_record(
+        id=rid,
+        question=question.strip(),
+        answers=_unique(answers),
+        gold_entities=entities,
+        gold_titles=titles,
+        hops=hops,
+        source=source,
+        metadata={**_extra(raw, ("id", "question", "golden_answers", "metadata")), **meta},
+    )
+    return _Draft(record, dataset=record_dataset("flashrag", raw))
+
+
+# ------------------------------------------------------------------------------------- Search-R1 / verl
+
+
+def _searchr1_answers(raw: Mapping[str, Any]) -> list[str]:
+    reward = raw.get("reward_model")
+    if isinstance(reward, Mapping) and reward.get("ground_truth") is not None:
+        truth = reward["ground_truth"]
+        if isinstance(truth, Mapping):
+            return _as_str_list(
+                _field(truth, "target", "reward_model.ground_truth"),
+                "reward_model.ground_truth.target",
+                allow_scalar=True,
+            )
+        return _as_str_list(truth, "reward_model.ground_truth", allow_scalar=True)
+    if raw.get("golden_answers") is not None:
+        return _as_str_list(raw["golden_answers"], "golden_answers", allow_scalar=True)
+    raise _RecordError(
+        f"no answers: expected reward_model.ground_truth.target or golden_answers (found keys: {sorted(raw)})"
+    )
+
+
+def _searchr1_question(raw: Mapping[str, Any]) -> str:
+    """The question: the `question` column, else `extra_info.question`, else the text after the last
+    `Question:` of the prompt's last user message (Search-R1's template ends with `Question: {question}`)."""
+    if raw.get("question") is not None:
+        return _as_str(raw["question"], "question")
+    extra = raw.get("extra_info")
+    if isinstance(extra, Mapping) and extra.get("question") is not None:
+        return _as_str(extra["question"], "extra_info.question")
+    prompt = raw.get("prompt")
+    if prompt is None:
+        raise _RecordError(f"no question: expected question, extra_info.question or prompt (found keys: {sorted(raw)})")
+    text = _last_user_message(prompt)
+    cut = text.rfind(_QUESTION_MARK)
+    if cut < 0:
+        raise _RecordError(
+            f"no question: the record has no question or extra_info.question column, and its prompt's user "
+            f"message has no {_QUESTION_MARK!r} to find it after (message starts {text[:80]!r}); add a question column"
+        )
+    return text[cut + len(_QUESTION_MARK) :].strip()
+
+
+def _last_user_message(prompt: Any) -> str:
+    if isinstance(prompt, str):
+        return _as_str(prompt, "prompt")
+    messages = _as_list(prompt, "prompt")
+    for i in range(len(messages) - 1, -1, -1):
+        message = _as_mapping(messages[i], f"prompt[{i}]")
+        if message.get("role", "user") == "user":
+            return _as_str(_field(message, "content", f"prompt[{i}]"), f"prompt[{i}].content")
+    raise _RecordError("field 'prompt': no user message in the chat message list")
+
+
+def _searchr1_id(
+    raw: Mapping[str, Any], ctx: _ParseContext, source: str, question: str, answers: tuple[str, ...]
+) -> str:
+    extra = raw.get("extra_info")
+    if raw.get("id") is None and isinstance(extra, Mapping) and extra.get("index") is not None:
+        rid = _record_id(extra, ctx, question, answers, ("index",))
+    else:
+        rid = _record_id(raw, ctx, question, answers)
+    # Search-R1's merged training files (nq + hotpotqa) repeat ids such as "train_0" across sources.
+    if rid in ctx.seen_ids and source:
+        rid = f"{source}/{rid}"
+    return rid
+
+
+def _parse_searchr1(raw: Mapping[str, Any], ctx: _ParseContext) -> _Draft:
+    data_source = raw.get("data_source")
+    source = ctx.source_for(data_source if isinstance(data_source, str) else None)
+    question = _searchr1_question(raw)
+    answers = _unique(_searchr1_answers(raw))
+    record = _make_record(
+        id=_searchr1_id(raw, ctx, source, question, answers),
+        question=question.strip(),
+        answers=answers,
+        gold_entities=answers[:1],
+        source=source,
+        # The prompt is the question rendered in Search-R1's template; it is dropped to keep memory
+        # proportional to the questions.
+        metadata=_extra(raw, ("id", "question", "golden_answers", "reward_model", "prompt")),
+    )
+    return _Draft(record, dataset=record_dataset("searchr1", raw))
+
+
+# ------------------------------------------------------------------- NQ-open, TriviaQA, Bamboogle
+
+
+def _plain_answers(raw: Mapping[str, Any]) -> list[str]:
+    answer = _field(raw, "answer")
+    if isinstance(answer, Mapping):
+        # TriviaQA as Hugging Face's `trivia_qa` exports it: {value, aliases, normalized_value, ...}.
+        value = [answer["value"]] if isinstance(answer.get("value"), str) else []
+        return value + _as_str_list(answer.get("aliases") or [], "answer.aliases")
+    answers = _as_str_list(answer, "answer", allow_scalar=True)
+    return answers + _as_str_list(raw.get("answer_aliases") or [], "answer_aliases")
+
+
+def _parse_nq_open(raw: Mapping[str, Any], ctx: _ParseContext) -> _Draft:
+    if any(isinstance(k, str) and k != k.lower() for k in raw):
+        # Bamboogle's Hugging Face export names its columns `Question` and `Answer`.
+        raw = {k.lower() if isinstance(k, str) else k: v for k, v in raw.items()}
+    question = _as_str(_field(raw, "question"), "question")
+    answers = _unique(_plain_answers(raw))
+    dataset = record_dataset("nq_open", raw)
+    record = _make_record(
+        id=_record_id(raw, ctx, question, answers, ("id", "question_id")),
+        question=question.strip(),
+        answers=answers,
+        gold_entities=answers[:1],
+        source=ctx.source_for(dataset),
+        metadata=_extra(raw, ("id", "question_id", "question", "answer", "answer_aliases")),
+    )
+    return _Draft(record, dataset=dataset)
+
+
+# ------------------------------------------------------------------------------------------- PopQA
+
+
+def _possible_answers(value: Any) -> list[str]:
+    # The original release stores the list JSON-encoded, as a string, in every layout (TSV, CSV, JSON).
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise _RecordError(f"field 'possible_answers': not a JSON-encoded list of strings ({exc.msg})") from None
+    return _as_str_list(value, "possible_answers", allow_scalar=True)
+
+
+def _parse_popqa(raw: Mapping[str, Any], ctx: _ParseContext) -> _Draft:
+    question = _as_str(_field(raw, "question"), "question")
+    answers = _unique(_possible_answers(_field(raw, "possible_answers")))
+    subj = _as_str(_field(raw, "subj"), "subj")
+    obj = _as_str(_field(raw, "obj"), "obj")
+    record = _make_record(
+        id=_record_id(raw, ctx, question, answers),
+        question=question.strip(),
+        answers=answers,
+        gold_entities=_unique([subj, obj]),
+        source=ctx.source_for(),
+        metadata=_extra(raw, ("id", "question", "possible_answers")),
+    )
+    return _Draft(record, dataset="popqa")
