@@ -62,7 +62,11 @@ class TrainConfig:
     warmup_steps: int = 1
     """Linear learning-rate warm-up, in updates."""
     micro_batch: int = 4
-    """Trajectories per forward/backward; gradients accumulate over the step."""
+    """Trajectories per forward/backward; gradients accumulate over the step (micro-batches are formed from
+    trajectories of similar length, and the gradient does not depend on their size)."""
+    gradient_checkpointing: bool = False
+    """Recompute each decoder layer's activations in the backward pass instead of keeping them: about a third
+    more update compute for a fraction of the activation memory; the same gradient within float noise."""
     max_grad_norm: float = 1.0
     eps_low: float = 0.2
     eps_high: float = 0.28
@@ -91,6 +95,12 @@ class TrainConfig:
     with a BackendTimeout, one that refuses connections with a BackendError within seconds."""
     max_turn_tokens: int = 48
     max_response_tokens: int = 384
+    reuse_kv: bool = True
+    """In-process rollouts keep each episode's KV cache between turns and prefill only the new tokens
+    (`HFPolicyConfig.reuse_kv`); False re-prefills every turn's whole context (the older path)."""
+    max_batch_rows: int = 64
+    """Episodes (rows) the in-process policy decodes together at most; a step's rollouts are split into
+    chunks of this many (`HFPolicyConfig.max_batch_rows`)."""
 
     cold_start_steps: int = 0
     """Supervised steps on the synthetic world's oracle trajectories before RL (E-GRPO's cold start)."""
@@ -116,7 +126,7 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.learner not in LEARNERS:
             raise ConfigError(f"learner must be one of {LEARNERS}, got {self.learner!r}")
-        for name in ("steps", "questions_per_step", "group_size", "micro_batch", "max_turns", "top_k", "max_turn_tokens", "max_response_tokens", "cold_start_batch"):
+        for name in ("steps", "questions_per_step", "group_size", "micro_batch", "max_batch_rows", "max_turns", "top_k", "max_turn_tokens", "max_response_tokens", "cold_start_batch"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.group_size < 2:

@@ -116,7 +116,10 @@ class Trainer:
         if config.lora:
             self.model = _with_lora(self.model, config.lora_rank)
         self.model.train()
-        self.policy = HFPolicy(self.model, self.tokenizer, config=HFPolicyConfig(model=config.model, seed=config.seed))
+        if config.gradient_checkpointing:
+            _enable_gradient_checkpointing(self.model)
+        self.policy = HFPolicy(self.model, self.tokenizer, config=HFPolicyConfig(
+            model=config.model, seed=config.seed, reuse_kv=config.reuse_kv, max_batch_rows=config.max_batch_rows))
         self.rollout_policy = self._rollout_policy()
         """What samples rollouts and evaluations: `self.policy` (hf), or a FanOutPolicy over SGLang clients."""
         self.reference = copy.deepcopy(self.model).eval() if config.kl_coef > 0 else None
@@ -135,7 +138,10 @@ class Trainer:
         if config.learner == "cosearch":
             ranker_model, ranker_tok = _load_model(config.ranker_model or config.model, config.seed + 1, config.device)
             ranker_model.train()
-            self.ranker_policy = HFPolicy(ranker_model, ranker_tok, config=HFPolicyConfig(seed=config.seed + 1))
+            if config.gradient_checkpointing:
+                _enable_gradient_checkpointing(ranker_model)
+            self.ranker_policy = HFPolicy(ranker_model, ranker_tok, config=HFPolicyConfig(
+                seed=config.seed + 1, reuse_kv=config.reuse_kv, max_batch_rows=config.max_batch_rows))
             self.ranker_backend = PolicyChatBackend(self.ranker_policy, seed=config.seed)
             self.models["ranker"] = ranker_model
             self.optimizers["ranker"] = self._optimizer(ranker_model, config.lr)
@@ -547,6 +553,11 @@ def _seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
+
+
+def _enable_gradient_checkpointing(model) -> None:
+    # Non-reentrant checkpointing: works when the inputs need no grad and under no_sync (DDP).
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
 
 
 def _with_lora(model, rank: int):
