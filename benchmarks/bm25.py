@@ -142,9 +142,10 @@ def main(argv: list[str] | None = None) -> int:
                         for _, turns in scripts]
     print()
     # The env loop alone (what the 1.3x target is about), then with gold-entity matching, which is on by
-    # default (its own cost, with the gold judge's, is what `benchmarks.judge_overhead` measures).
+    # default (its own cost, with the gold judge's, is what `benchmarks.judge_overhead` measures). The judge,
+    # on by default too, is off here: it is in neither of these two figures.
     for entities in dict.fromkeys((False, args.entities)):
-        env = SearchQAEnv(records, corpus, retriever=fast, max_turns=5, match_entities=entities)
+        env = SearchQAEnv(records, corpus, retriever=fast, max_turns=5, match_entities=entities, judge=None)
         env_s, bare_s, n_steps = _env_against_bare(env, fast, scripts, episode_searches, args.repeats)
         n_searches = sum(len(s) for s in episode_searches)
         print(f"env, entity matching {'on ' if entities else 'off'}: {n_steps / env_s:,.0f} steps/s ({n_steps} steps, {n_searches} searches "
