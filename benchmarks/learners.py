@@ -134,6 +134,13 @@ def hotpotqa_eval(trainer, path: str, questions: int) -> dict[str, float]:
             "hotpotqa/questions": float(result["questions"])}
 
 
+def _load(trainer_class, config: TrainConfig, what: str, model: str):
+    """A trainer (model, optimizer, envs and their index) behind a line of elapsed time: the first run
+    also converts the model's GGUF file, with nothing to count."""
+    with phase(f"[{what}] loading {model} and building the envs"):
+        return trainer_class(config)
+
+
 def _local_model(trainer):
     """The torch module that samples the trainer's rollouts in this process (None when a server does)."""
     return trainer.model if trainer.config.rollout_backend == "hf" else None
@@ -184,7 +191,8 @@ def _run_seed(preset: Preset, learners: list[str], steps: int, seed: int, out: P
                            env_options=env_options, **backend, **extra)
 
     t0 = time.perf_counter()
-    starter = Trainer(config("grpo", preset.model, "cold_start", cold_start_steps=preset.cold_start_steps))
+    starter = _load(Trainer, config("grpo", preset.model, "cold_start", cold_start_steps=preset.cold_start_steps), "base policy",
+                    preset.model)
     base_eval = _evaluate(starter, "base policy")
     print(f"[base policy] {preset.model} as released: test EM {base_eval['eval/em']:.3f}, F1 {base_eval['eval/f1']:.3f}, "
           f"searches/ep {base_eval['eval/searches']:.2f} ({time.perf_counter() - t0:.0f} s)", flush=True)
@@ -205,7 +213,7 @@ def _run_seed(preset: Preset, learners: list[str], steps: int, seed: int, out: P
     for learner in learners:
         t = time.perf_counter()
         print(f"\n[{learner}] {WHAT_DIFFERS[learner]}", flush=True)
-        trainer = Trainer(config(learner, str(start_dir), learner))
+        trainer = _load(Trainer, config(learner, str(start_dir), learner), learner, "the cold-started policy")
         history = _train(trainer, learner)
         final = _evaluate(trainer, learner)
         final_hotpotqa = hotpotqa_eval(trainer, hotpotqa, preset.eval_questions) if hotpotqa else None

@@ -40,7 +40,7 @@ def phase(what: str, total: int | None = None, unit: str = "it", *, every: float
           lines: bool | None = None) -> Iterator[tqdm]:
     """A progress bar for `what` that shows its elapsed time and ETA at least every `every` seconds.
 
-    `total` may be an upper bound: a phase that ends early (every episode answered before its last turn)
+    `total` None: a line of elapsed time (a single call with nothing to count). `total` may be an upper bound: a phase that ends early (every episode answered before its last turn)
     is shown complete when it closes. `lines`: write one line per beat instead of redrawing in place
     (default: when `file`, stderr by default, is not a terminal).
     """
@@ -50,7 +50,10 @@ def phase(what: str, total: int | None = None, unit: str = "it", *, every: float
     if lines is None:
         lines = not (hasattr(out, "isatty") and out.isatty())
     # smoothing=0: rate and ETA from the average over the whole phase; its steps are few and uneven.
-    bar = tqdm(total=total, desc=what, unit=unit, file=_Discard() if lines else out, mininterval=1.0, smoothing=0, dynamic_ncols=not lines)
+    # Without a total there is no ETA to give, and a count of 0 says nothing: the elapsed time only.
+    elapsed_only = "{desc}: {elapsed} elapsed" if total is None else None
+    bar = tqdm(total=total, desc=what, unit=unit, file=_Discard() if lines else out, mininterval=1.0, smoothing=0,
+               dynamic_ncols=not lines, bar_format=elapsed_only)
     lock = threading.Lock()
 
     def beat() -> None:

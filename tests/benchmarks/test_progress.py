@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 import threading
 
 import pytest
@@ -104,3 +105,10 @@ def test_counting_passes_counts_a_transformers_model_at_its_decoder():
         model(torch.zeros(1, 2))
         model.get_decoder()(torch.zeros(1, 2))
         assert bar.n == 2
+
+
+def test_without_a_total_the_line_shows_the_elapsed_time_only():
+    log = io.StringIO()
+    with phase("[grpo] loading the model", every=60, file=log):
+        pass
+    assert re.fullmatch(r"\[grpo\] loading the model: \d\d:\d\d elapsed", log.getvalue().strip())
