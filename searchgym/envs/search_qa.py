@@ -73,8 +73,8 @@ class SearchQAEnv(gym.Env[str, str]):
     ## Credit signals in `info` (schema: `searchgym.info`, docs/step-info.md)
     With a `judge` (by default `GoldJudge` wherever the record carries gold supporting documents or titles;
     otherwise `info["labels_reason"]` says why there are no labels), every search turn is labelled with
-    retrieval utility u, reasoning correctness v and contribution p = u * v (`info["labels"]`); a deferred judge labels all rounds at the episode's end, in
-    `info["episode"]["turn_labels"]`. A judge failure never raises: the round gets labels 0 and
+    retrieval utility u, reasoning correctness v and contribution p = u * v (`info["labels"]`); a
+    deferred judge labels all rounds at the episode's end, in `info["episode"]["turn_labels"]`. A judge failure never raises: the round gets labels 0 and
     `failed=True`. When the question has gold entities, `info["entities"]` reports E-GRPO's whole-phrase
     matches in the thinking text (and, for analysis, in the query and the shown documents) and the
     running match rate gamma; `info["episode"]["entity_rate"]` is the episode's gamma.
