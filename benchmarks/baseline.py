@@ -24,9 +24,9 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 
 import gymnasium as gym
-from tqdm import tqdm
 
 import searchgym  # noqa: F401  (registers the ids)
+from benchmarks.progress import phase
 from searchgym.data.records import QARecord
 
 _NAME = re.compile(r"(?:[A-Z][\w'’-]+)(?: (?:of |de |the )?[A-Z][\w'’-]+)*")
@@ -63,27 +63,34 @@ def evaluate(env: gym.Env, agent: Agent, episodes: int, desc: str) -> dict:
     stats: dict = defaultdict(float)
     per_hop: dict[int, list[float]] = defaultdict(list)
     outcomes: Counter = Counter()
-    base = env.unwrapped
-    for i in tqdm(range(episodes), desc=desc, leave=False):
-        obs, info = env.reset(options={"index": i % len(base.records)})
-        record, turn, done = base.record, 0, False
-        while not done:
-            obs, reward, terminated, truncated, info = env.step(agent(record, obs, turn))
-            turn += 1
-            done = terminated or truncated
-        ep = info["episode"]
-        stats["em"] += ep["em"]
-        stats["f1"] += ep["f1"]
-        stats["searches"] += ep["searches"]
-        stats["turns"] += ep["turns"]
-        stats["invalid"] += ep["invalid_actions"]
-        outcomes[ep["outcome"]] += 1
-        per_hop[record.hops or 0].append(ep["em"])
+    with phase(desc, total=episodes, unit="episode") as bar:
+        for i in range(episodes):
+            _episode(env, agent, i, stats, per_hop, outcomes)
+            bar.update(1)
     out = {k: v / episodes for k, v in stats.items()}
     out["invalid_rate"] = stats["invalid"] / max(stats["turns"], 1)
     out["outcomes"] = dict(outcomes)
     out["em_by_hops"] = {h: sum(v) / len(v) for h, v in sorted(per_hop.items())}
     return out
+
+
+def _episode(env: gym.Env, agent: Agent, i: int, stats: dict, per_hop: dict[int, list[float]], outcomes: Counter) -> None:
+    """Play question `i % len(records)` with `agent`, adding its episode summary to the tallies."""
+    base = env.unwrapped
+    obs, info = env.reset(options={"index": i % len(base.records)})
+    record, turn, done = base.record, 0, False
+    while not done:
+        obs, reward, terminated, truncated, info = env.step(agent(record, obs, turn))
+        turn += 1
+        done = terminated or truncated
+    ep = info["episode"]
+    stats["em"] += ep["em"]
+    stats["f1"] += ep["f1"]
+    stats["searches"] += ep["searches"]
+    stats["turns"] += ep["turns"]
+    stats["invalid"] += ep["invalid_actions"]
+    outcomes[ep["outcome"]] += 1
+    per_hop[record.hops or 0].append(ep["em"])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -103,11 +110,12 @@ def main(argv: list[str] | None = None) -> int:
           f"(hops {args.hops}), top_k={base.top_k}, max_turns={base.max_turns}; built in {time.perf_counter() - t0:.1f} s")
     agents = {"no-search": no_search, "search-read": search_read, "oracle": make_oracle(base.world)}
     episodes = min(args.episodes, len(base.records))
+    # Every agent first, each behind its own bar on stderr; the table after the last bar has closed.
+    results = {name: evaluate(env, agent, episodes, f"[{name}] episodes") for name, agent in agents.items()}
     hops_cols = " | ".join(f"EM@{h}hop" for h in sorted(set(args.hops)))
     print(f"\n| agent | EM | F1 | searches/ep | turns/ep | invalid rate | {hops_cols} | outcomes |")
     print("|---|---|---|---|---|---|" + "---|" * len(set(args.hops)) + "---|")
-    for name, agent in agents.items():
-        r = evaluate(env, agent, episodes, name)
+    for name, r in results.items():
         by_hop = " | ".join(f"{r['em_by_hops'].get(h, 0.0):.3f}" for h in sorted(set(args.hops)))
         print(f"| {name} | {r['em']:.3f} | {r['f1']:.3f} | {r['searches']:.2f} | {r['turns']:.2f} | {r['invalid_rate']:.3f} | {by_hop} | {r['outcomes']} |")
     print(f"\n{episodes} episodes per agent; total {time.perf_counter() - t0:.1f} s")

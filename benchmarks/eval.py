@@ -99,9 +99,12 @@ def summarize(trajectories: Sequence[Any], k: int) -> dict[str, float]:
 
 
 def evaluate(policy, make_env: Callable[[], gym.Env], *, questions: int, k: int = 1, temperature: float = 0.0,
-             max_turn_tokens: int = 64, max_response_tokens: int = 512, seed: int = 0) -> dict[str, Any]:
-    """Run `k` samples on each of the first `questions` questions and return metrics plus fingerprint."""
+             max_turn_tokens: int = 64, max_response_tokens: int = 512, seed: int = 0, progress: bool = False) -> dict[str, Any]:
+    """Run `k` samples on each of the first `questions` questions and return metrics plus fingerprint.
+    `progress`: a bar on stderr of the policy's forward passes against their upper bound (in-process policies;
+    a served one shows the elapsed time)."""
     from agents.rollout import RolloutConfig, RolloutEngine
+    from benchmarks.progress import counting_passes, generation_budget, phase
 
     if k > 1 and temperature == 0:
         raise ValueError("k > 1 samples need temperature > 0 (greedy samples would be identical)")
@@ -111,7 +114,15 @@ def evaluate(policy, make_env: Callable[[], gym.Env], *, questions: int, k: int 
     try:
         probe = make_env()
         n = min(questions, len(probe.unwrapped.records))
-        trajectories = engine.rollout([{"options": {"index": i}} for i in range(n)])
+        starts = [{"options": {"index": i}} for i in range(n)]
+        if progress:
+            rows = getattr(getattr(policy, "config", None), "max_batch_rows", None)
+            budget = generation_budget(n, probe.unwrapped.max_turns, max_turn_tokens, max(1, rows // k) if rows else None)
+            with phase(f"[eval] {n} questions x {k} samples (model passes, at most)", budget, "pass") as bar, \
+                    counting_passes(getattr(policy, "model", None), bar):
+                trajectories = engine.rollout(starts)
+        else:
+            trajectories = engine.rollout(starts)
         fingerprint = {**env_fingerprint(probe), "model": policy.describe(), "sampling": sampling, "version": searchgym.__version__}
     finally:
         engine.close()
@@ -177,7 +188,8 @@ def main(argv: list[str] | None = None) -> int:
         kwargs.setdefault("split", "test")
     policy = load_policy(args.model, args.checkpoint)
     result = evaluate(policy, lambda: gym.make(args.env, **kwargs), questions=args.questions, k=args.k,
-                      temperature=args.temperature if args.k == 1 else max(args.temperature, 1.0), max_turn_tokens=args.max_turn_tokens)
+                      temperature=args.temperature if args.k == 1 else max(args.temperature, 1.0), max_turn_tokens=args.max_turn_tokens,
+                      progress=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "result.json").write_text(json.dumps(result, indent=2, default=str))

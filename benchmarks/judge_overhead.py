@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import time
 
+from benchmarks.progress import phase
 from searchgym.data.synthetic import QuestionConfig, SyntheticWorld, WorldConfig
 from searchgym.entities import clear_caches
 from searchgym.envs import SearchQAEnv
@@ -49,6 +50,24 @@ def _replay(envs: dict[str, SearchQAEnv], episodes: list[list[str]], *, cold: bo
     return times
 
 
+def _summary(label: str, envs: dict[str, SearchQAEnv], runs: list[dict[str, list[tuple[float, float]]]], n_episodes: int,
+             steps: int) -> list[str]:
+    """The report lines of one cache state: per episode, the fastest of the repeats (preemption by other
+    processes only ever adds time)."""
+    best = {name: sum(min(run[name][i][1] for run in runs) for i in range(n_episodes)) for name in envs}
+    resets = {name: sum(min(run[name][i][0] for run in runs) for i in range(n_episodes)) for name in envs}
+    per_plain, per_credit = best["plain"] / steps * 1e3, best["credit"] / steps * 1e3
+    # `reset` prepares the question's gold names (once per question, for the judge and the matcher):
+    # the whole episode, reset included, shows where that went.
+    whole = {name: best[name] + resets[name] for name in envs}
+    added_reset = (resets["credit"] - resets["plain"]) / n_episodes * 1e6
+    return [f"[{label}] step time without judge/entities {per_plain:.3f} ms, with GoldJudge + entity matching "
+            f"{per_credit:.3f} ms, added {(per_credit - per_plain) * 1e3:.1f} us per step",
+            f"[{label}] ratio: {best['credit'] / best['plain']:.3f}x (target <= 1.2x)",
+            f"[{label}] whole episodes, reset included: {whole['credit'] / whole['plain']:.3f}x "
+            f"(reset adds {added_reset:.1f} us per episode)"]
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="step-time overhead of GoldJudge + entity matching")
     p.add_argument("--passages", type=int, default=100_000)
@@ -56,14 +75,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=5)
     args = p.parse_args(argv)
 
-    world = SyntheticWorld.generate(WorldConfig.for_passages(args.passages, seed=0))
-    records = world.questions(QuestionConfig(hops=(1, 2, 3), num_questions=args.questions, seed=0))
-    episodes = [world.oracle_trajectory(r) for r in records]
-    common = {"top_k": 3, "candidates": 50, "max_turns": 5, "cache_dir": False}
-    plain = SearchQAEnv(records, world.corpus, judge=None, match_entities=False, **common)
-    credit = SearchQAEnv(records, world.corpus, judge="gold", match_entities=True, **common)
-    envs = {"plain": plain, "credit": credit}
-    _replay(envs, episodes[:10], cold=False)  # warm up: numba compilation
+    # Bars on stderr between the timed parts only (never inside a timed episode); results print after them.
+    with phase("[judge_overhead] world, indexes, warm-up", total=3, unit="part") as bar:
+        world = SyntheticWorld.generate(WorldConfig.for_passages(args.passages, seed=0))
+        records = world.questions(QuestionConfig(hops=(1, 2, 3), num_questions=args.questions, seed=0))
+        episodes = [world.oracle_trajectory(r) for r in records]
+        bar.update(1)
+        common = {"top_k": 3, "candidates": 50, "max_turns": 5, "cache_dir": False}
+        plain = SearchQAEnv(records, world.corpus, judge=None, match_entities=False, **common)
+        credit = SearchQAEnv(records, world.corpus, judge="gold", match_entities=True, **common)
+        envs = {"plain": plain, "credit": credit}
+        bar.update(1)
+        _replay(envs, episodes[:10], cold=False)  # warm up: numba compilation
+        bar.update(1)
     steps = sum(len(t) for t in episodes)
 
     # Sanity: the credit env really labels every search round.
@@ -72,24 +96,17 @@ def main(argv: list[str] | None = None) -> int:
         *_, info = credit.step(turn)
     assert info["episode"]["judge_failures"] == 0 and info["episode"]["entity_rate"] is not None
 
-    print(f"corpus: {len(world.corpus)} passages; {len(episodes)} episodes, {steps} steps; per episode the best of {args.repeats}")
+    report = [f"corpus: {len(world.corpus)} passages; {len(episodes)} episodes, {steps} steps; per episode the best of {args.repeats}"]
     # Cold: every document is normalized the first time a replay shows it, as when most retrieved documents
     # are new. Warm: all were seen before, as when a GRPO group's rollouts of one question retrieve the same.
-    for label, cold in (("cold caches", True), ("warm caches", False)):
-        runs = [_replay(envs, episodes, cold=cold) for _ in range(args.repeats)]
-        # Per episode, the fastest of the repeats: preemption by other processes only ever adds time.
-        best = {name: sum(min(run[name][i][1] for run in runs) for i in range(len(episodes))) for name in envs}
-        resets = {name: sum(min(run[name][i][0] for run in runs) for i in range(len(episodes))) for name in envs}
-        per_plain, per_credit = best["plain"] / steps * 1e3, best["credit"] / steps * 1e3
-        print(f"[{label}] step time without judge/entities {per_plain:.3f} ms, with GoldJudge + entity matching "
-              f"{per_credit:.3f} ms, added {(per_credit - per_plain) * 1e3:.1f} us per step")
-        print(f"[{label}] ratio: {best['credit'] / best['plain']:.3f}x (target <= 1.2x)")
-        # `reset` prepares the question's gold names (once per question, for the judge and the matcher):
-        # the whole episode, reset included, shows where that went.
-        whole = {name: best[name] + resets[name] for name in envs}
-        added_reset = (resets["credit"] - resets["plain"]) / len(episodes) * 1e6
-        print(f"[{label}] whole episodes, reset included: {whole['credit'] / whole['plain']:.3f}x "
-              f"(reset adds {added_reset:.1f} us per episode)")
+    with phase("[judge_overhead] replays, cold then warm caches", total=2 * args.repeats, unit="replay") as bar:
+        for label, cold in (("cold caches", True), ("warm caches", False)):
+            runs = []
+            for _ in range(args.repeats):
+                runs.append(_replay(envs, episodes, cold=cold))
+                bar.update(1)
+            report += _summary(label, envs, runs, len(episodes), steps)
+    print("\n".join(report))
     return 0
 
 

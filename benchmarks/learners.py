@@ -14,7 +14,8 @@ With two or more `--seeds`, the learning check compares each learner's test EM w
 cold-started policy against the run-to-run noise (the standard deviation over seeds).
 
 Prints what each learner did differently while it runs, then a results table, and writes `results.json`,
-`results.md` and `curves.png` (reward, EM, searches per episode, entity match rate over steps) under
+`results.md` and `curves.png` (training reward, EM, searches per episode, entity match rate over steps, and
+test EM on the fixed evaluation questions before and after RL; `benchmarks.curves`) under
 `--out` (and the same per seed under `--out/seed<N>`).
 
     python -m benchmarks.learners --preset cpu              # SmolLM2-135M, 1-hop synthetic questions (the main job)
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -37,6 +39,8 @@ from pathlib import Path
 import numpy as np
 
 from agents.train import TrainConfig
+from benchmarks.curves import plot_curves
+from benchmarks.progress import counting_calls, counting_passes, generation_budget, phase
 
 WHAT_DIFFERS = {
     "grpo": "outcome reward (EM), one advantage per trajectory for every token",
@@ -94,24 +98,6 @@ PRESETS = {
 }
 
 
-def _plot(histories: dict[str, list[dict]], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    panels = [("rollout/reward", "reward"), ("rollout/em", "EM"), ("rollout/searches_mean", "searches / episode"), ("rollout/entity_rate", "entity match rate")]
-    fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.2))
-    for ax, (key, title) in zip(axes, panels):
-        for name, hist in histories.items():
-            ax.plot([m["step"] for m in hist], [m.get(key, float("nan")) for m in hist], marker="o", label=name)
-        ax.set_title(title)
-        ax.set_xlabel("RL step")
-    axes[0].legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-
-
 def backend_options(preset: Preset, urls: list[str] | None = None) -> dict:
     """The TrainConfig fields that say where rollouts are sampled and where the update runs."""
     options = {"device": preset.device, "rollout_backend": preset.rollout_backend}
@@ -142,10 +128,50 @@ def hotpotqa_eval(trainer, path: str, questions: int) -> dict[str, float]:
         return SearchQAEnv(first.records, first.corpus, retriever=first.retriever, max_turns=c.max_turns, top_k=c.top_k, cache_dir=False, **options)
 
     result = evaluate(trainer.rollout_policy, make, questions=questions, max_turn_tokens=c.max_turn_tokens,
-                      max_response_tokens=c.max_response_tokens, seed=c.seed)
+                      max_response_tokens=c.max_response_tokens, seed=c.seed, progress=True)
     m = result["metrics"]
     return {"hotpotqa/em": m["avg@1/em"], "hotpotqa/f1": m["avg@1/f1"], "hotpotqa/searches": m["searches_per_episode"],
             "hotpotqa/questions": float(result["questions"])}
+
+
+def _load(trainer_class, config: TrainConfig, what: str, model: str):
+    """A trainer (model, optimizer, envs and their index) behind a line of elapsed time: the first run
+    also converts the model's GGUF file, with nothing to count."""
+    with phase(f"[{what}] loading {model} and building the envs"):
+        return trainer_class(config)
+
+
+def _local_model(trainer):
+    """The torch module that samples the trainer's rollouts in this process (None when a server does)."""
+    return trainer.model if trainer.config.rollout_backend == "hf" else None
+
+
+def _evaluate(trainer, what: str) -> dict[str, float]:
+    """`trainer.evaluate()` behind a progress bar of model passes against their upper bound."""
+    c = trainer.config
+    rows = getattr(getattr(trainer.rollout_policy, "config", None), "max_batch_rows", None)
+    budget = generation_budget(c.eval_questions, c.max_turns, c.max_turn_tokens, rows)
+    with phase(f"[{what}] greedy eval, {c.eval_questions} test questions (model passes, at most)", budget, "pass") as bar, \
+            counting_passes(_local_model(trainer), bar):
+        return trainer.evaluate()
+
+
+def _cold_start(trainer) -> list[float]:
+    """`trainer.cold_start()` behind a progress bar of its forward passes (one per micro-batch)."""
+    c = trainer.config
+    passes = c.cold_start_steps * math.ceil(c.cold_start_batch / c.micro_batch)
+    with phase(f"[cold start] {c.cold_start_steps} supervised steps (model passes)", passes, "pass") as bar, counting_passes(trainer.model, bar):
+        return trainer.cold_start()
+
+
+def _train(trainer, learner: str) -> list[dict[str, float]]:
+    """`trainer.run()` behind a progress bar of RL steps, with the last step's training reward and EM."""
+    def shown(m: dict[str, float]) -> dict[str, str]:
+        return {"reward": f"{m['rollout/reward']:.2f}", "em": f"{m['rollout/em']:.2f}"}
+
+    with phase(f"[{learner}] RL steps", trainer.config.steps - trainer.step, "step") as bar, \
+            counting_calls(trainer, "train_step", bar, postfix=shown):
+        return trainer.run()
 
 
 def _run_seed(preset: Preset, learners: list[str], steps: int, seed: int, out: Path, backend: dict | None = None,
@@ -165,15 +191,16 @@ def _run_seed(preset: Preset, learners: list[str], steps: int, seed: int, out: P
                            env_options=env_options, **backend, **extra)
 
     t0 = time.perf_counter()
-    starter = Trainer(config("grpo", preset.model, "cold_start", cold_start_steps=preset.cold_start_steps))
-    base_eval = starter.evaluate()
+    starter = _load(Trainer, config("grpo", preset.model, "cold_start", cold_start_steps=preset.cold_start_steps), "base policy",
+                    preset.model)
+    base_eval = _evaluate(starter, "base policy")
     print(f"[base policy] {preset.model} as released: test EM {base_eval['eval/em']:.3f}, F1 {base_eval['eval/f1']:.3f}, "
           f"searches/ep {base_eval['eval/searches']:.2f} ({time.perf_counter() - t0:.0f} s)", flush=True)
-    losses = starter.cold_start()
+    losses = _cold_start(starter)
     print(f"[cold start] {preset.cold_start_steps} supervised steps on oracle trajectories: NLL {losses[0]:.3f} -> {losses[-1]:.3f}", flush=True)
     start_dir = out / "cold_start" / "model"
     save_model(starter.model, starter.tokenizer, start_dir)
-    start_eval = starter.evaluate()
+    start_eval = _evaluate(starter, "start policy")
     start_hotpotqa = hotpotqa_eval(starter, hotpotqa, preset.eval_questions) if hotpotqa else None
     starter.close()
     print(f"[start policy] cold-started: test EM {start_eval['eval/em']:.3f}, F1 {start_eval['eval/f1']:.3f}, "
@@ -186,9 +213,9 @@ def _run_seed(preset: Preset, learners: list[str], steps: int, seed: int, out: P
     for learner in learners:
         t = time.perf_counter()
         print(f"\n[{learner}] {WHAT_DIFFERS[learner]}", flush=True)
-        trainer = Trainer(config(learner, str(start_dir), learner))
-        history = trainer.run(progress=True)
-        final = trainer.evaluate()
+        trainer = _load(Trainer, config(learner, str(start_dir), learner), learner, "the cold-started policy")
+        history = _train(trainer, learner)
+        final = _evaluate(trainer, learner)
         final_hotpotqa = hotpotqa_eval(trainer, hotpotqa, preset.eval_questions) if hotpotqa else None
         trainer.close()
         last = history[-1]
@@ -269,6 +296,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--hotpotqa", metavar="FILE", help="also evaluate the start and final policies on this HotpotQA file's first questions")
     p.add_argument("--sglang-urls", nargs="+", help="the SGLang servers of a preset that rolls out through SGLang (default: 127.0.0.1 ports 30000 and up)")
     args = p.parse_args(argv)
+    from transformers.utils import logging as hf_logging
+
+    # One bar per phase (benchmarks.progress) instead of a "Loading weights" bar at every model load.
+    hf_logging.disable_progress_bar()
     preset = PRESETS[args.preset]
     steps = args.steps or preset.steps
     out = Path(args.out)
@@ -286,13 +317,13 @@ def main(argv: list[str] | None = None) -> int:
         table = _seed_table(results, args.learners)
         (out / f"seed{seed}").mkdir(parents=True, exist_ok=True)
         (out / f"seed{seed}" / "results.md").write_text(table + "\n")
-        _plot({name: results[name]["history"] for name in args.learners}, out / f"seed{seed}" / "curves.png")
+        plot_curves(results, args.learners, out / f"seed{seed}" / "curves.png")
         print(f"\nseed {seed} ({results['minutes']:.1f} min):\n{table}", flush=True)
 
     check = learning_check(per_seed, args.learners, preset.eval_questions)
     first = args.seeds[0]
     plot = out / "curves.png"
-    _plot({name: per_seed[first][name]["history"] for name in args.learners}, plot)
+    plot_curves(per_seed[first], args.learners, plot)
     report = _seed_table(per_seed[first], args.learners) + "\n\nLearning check (test EM):\n\n" + check + "\n"
     if args.hotpotqa:
         report += "\n" + hotpotqa_table(per_seed[first], args.learners) + "\n"

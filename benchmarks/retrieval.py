@@ -40,6 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.loadgen import ServerProcess, Timing, load_test, time_in_process
+from benchmarks.progress import phase
 from searchgym.corpus import Corpus
 from searchgym.retrieval import BM25Retriever, DenseIndexConfig, DenseRetriever, HybridRetriever, TextEncoder
 from searchgym.retrieval.dense import import_faiss, index_nbytes
@@ -89,38 +90,44 @@ def _measure(corpus_name, name, build_s, nbytes, search, queries, args, server_a
         return time_in_process(search, queries, duration_s=args.duration, max_queries=args.max_requests)
 
     row = {"corpus": corpus_name, "retriever": name, "build_s": build_s, "bytes": nbytes, "note": note}
-    if server_args is None:
-        row["in"] = in_process()
-    else:
-        with ServerProcess([*server_args, "--threads", "1"]) as server:
-            load_test(
-                server.port, queries[:32], args.k, clients=args.clients, duration_s=1.0, max_requests=200
-            )  # warm-up
-            row["one"] = load_test(
-                server.port, queries, args.k, clients=1, duration_s=args.duration / 2, max_requests=args.max_requests
-            )
-            # In-process and server throughput runs alternate, and each side keeps its best round: the
-            # machine is shared, so a burst of other load then slows one round of either side, not one side.
-            for _ in range(args.rounds):
-                inproc = in_process()
-                if "in" not in row or inproc.qps > row["in"].qps:
-                    row["in"] = inproc
-                before = server.cpu_seconds()
-                many = load_test(
-                    server.port,
-                    queries,
-                    args.k,
-                    clients=args.clients,
-                    duration_s=args.duration,
-                    max_requests=args.max_requests,
+    # A bar between the timing runs (never inside one); the row prints once the bar is closed.
+    with phase(f"[retrieval] {corpus_name}: {name}", total=1 if server_args is None else 2 + 2 * args.rounds, unit="run") as bar:
+        if server_args is None:
+            row["in"] = in_process()
+            bar.update(1)
+        else:
+            with ServerProcess([*server_args, "--threads", "1"]) as server:
+                load_test(
+                    server.port, queries[:32], args.k, clients=args.clients, duration_s=1.0, max_requests=200
+                )  # warm-up
+                row["one"] = load_test(
+                    server.port, queries, args.k, clients=1, duration_s=args.duration / 2, max_requests=args.max_requests
                 )
-                after = server.cpu_seconds()
-                if before is not None and after is not None:
-                    many.server_cpu_s = after - before
-                if "many" not in row or many.qps > row["many"].qps:
-                    row["many"] = many
-            stats = server.health()["stats"]
-            row["batch"] = stats["queries"] / max(stats["retriever_calls"], 1)
+                bar.update(2)  # warm-up and the single client
+                # In-process and server throughput runs alternate, and each side keeps its best round: the
+                # machine is shared, so a burst of other load then slows one round of either side, not one side.
+                for _ in range(args.rounds):
+                    inproc = in_process()
+                    if "in" not in row or inproc.qps > row["in"].qps:
+                        row["in"] = inproc
+                    bar.update(1)
+                    before = server.cpu_seconds()
+                    many = load_test(
+                        server.port,
+                        queries,
+                        args.k,
+                        clients=args.clients,
+                        duration_s=args.duration,
+                        max_requests=args.max_requests,
+                    )
+                    after = server.cpu_seconds()
+                    if before is not None and after is not None:
+                        many.server_cpu_s = after - before
+                    if "many" not in row or many.qps > row["many"].qps:
+                        row["many"] = many
+                    bar.update(1)
+                stats = server.health()["stats"]
+                row["batch"] = stats["queries"] / max(stats["retriever_calls"], 1)
     ROWS.append(row)
     _print_row(row)
 

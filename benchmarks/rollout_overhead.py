@@ -103,7 +103,8 @@ def rollouts(policy, args, *, baseline: bool) -> None:
     tok = policy.tokenizer
     print(f"\n2. rollouts: {args.batch} questions, up to {args.max_turns} turns of {args.turn_tokens} tokens")
     config = RolloutConfig(group_size=1, temperature=1.0, max_turn_tokens=args.turn_tokens, max_response_tokens=4096, seed=0)
-    make = lambda: TimedEnv(gym.make("SearchQA-Synthetic-v0", num_entities=args.entities, cache_dir=False, max_turns=args.max_turns))
+    # judge=None: the engine's own overhead is measured, not the gold judge's (`benchmarks.judge_overhead`).
+    make = lambda: TimedEnv(gym.make("SearchQA-Synthetic-v0", num_entities=args.entities, cache_dir=False, max_turns=args.max_turns, judge=None))
     resets = [{"seed": 100 + i} for i in range(args.batch)]
     engine_s, bare_s, gen_s, tokens, steps, env_s = [], [], [], [], [], []
     for _ in range(args.repeats):

@@ -9,13 +9,17 @@ Version history:
 - 2: `Candidates` holds `ids` and `scores` only (its `titles` went: nothing read them, and they cost ~3%
   of a BM25 step). A candidate's title is `env.corpus.get(id).title`; shown documents keep theirs.
 - 3: `RewardParts` and `EpisodeSummary` gained `subem` (Search-R1's and FlashRAG's substring exact match,
-  `searchgym.rewards.substring_exact_match`) beside `cover_em`; no other key changed.
+  `searchgym.rewards.substring_exact_match`) beside `cover_em`; `labels_reason` in the reset and step info
+  says why a turn carries no judge labels. Envs label by default (`judge="auto"`: `GoldJudge` wherever
+  the record has gold supporting documents or titles).
 
 Judge labels (`TurnLabels`)
 ---------------------------
 Search turns get u (retrieval utility), v (reasoning correctness) and p = u * v (CW-GRPO's contribution),
 each 0 or 1. Answer and invalid turns get a `TurnLabels` whose three values are None (CW-GRPO weighs search
-rounds only). Without a judge `labels` is None. A *synchronous* judge (`deferred=False`, e.g. `GoldJudge`)
+rounds only). Without a judge `labels` is None and `labels_reason` says why (the env was made with
+`judge=None`, or the default `judge="auto"` found no gold supporting documents or titles in the record)
+and how to plug in a judge. A *synchronous* judge (`deferred=False`, e.g. `GoldJudge`)
 fills the labels at the step they describe. A *deferred* judge (`deferred=True`, e.g. `LLMJudge` by
 default) labels every search round of the episode in one batch when the episode ends: the step infos then
 carry placeholders (`pending=True`, values None) and the filled labels are in
@@ -47,6 +51,7 @@ Step info (`StepInfo`), returned by every `step`:
 | `candidates` | `Candidates` or None | the retriever's candidate pool (ids and scores, retriever order) for this search |
 | `ranker` | dict or None | the ranker call record (inputs, raw output, parsed order, validity) for model rankers |
 | `labels` | `TurnLabels` or None | judge labels for this turn (None when no judge is configured; see above) |
+| `labels_reason` | str or None | why `labels` is None (no judge, or no gold evidence for the default one); None when labelled |
 | `entities` | `EntityMatches` or None | gold-entity matches up to this turn (None when the record has no gold entities or matching is off) |
 | `reward` | `RewardParts` | the reward and its components |
 | `episode` | `EpisodeSummary` | only on the step that ends the episode |
@@ -155,6 +160,8 @@ class StepInfo(TypedDict):
     candidates: Candidates | None
     ranker: dict | None
     labels: TurnLabels | None
+    labels_reason: str | None
+    """Why `labels` is None, and how to get labels; None when the episode is labelled."""
     entities: EntityMatches | None
     reward: RewardParts
 
@@ -166,3 +173,5 @@ class ResetInfo(TypedDict):
     hops: int | None
     num_gold_entities: int
     max_turns: int
+    labels_reason: str | None
+    """Why this episode's turns will carry no judge labels; None when they will."""

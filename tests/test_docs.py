@@ -1,4 +1,4 @@
-"""Every ```python block in docs/ runs, page by page, and the site builds in strict mode."""
+"""Every ```python block in docs/ and the README runs, page by page, and the site builds in strict mode."""
 
 import re
 import shutil
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = sorted((ROOT / "docs").glob("*.md"))
+PAGES = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]
 _BLOCK = re.compile(r"^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)
 
 
@@ -19,6 +19,8 @@ def test_doc_examples_run(page, tmp_path, monkeypatch):
     if not blocks:
         pytest.skip(f"{page.name} has no python examples")
     monkeypatch.chdir(tmp_path)
+    # The README's snippet uses the default index cache (~/.cache/searchgym): keep it out of the real one.
+    monkeypatch.setenv("HOME", str(tmp_path))
     namespace: dict = {"__name__": f"docs_{page.stem}"}
     for i, code in enumerate(blocks):
         try:

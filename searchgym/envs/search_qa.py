@@ -35,6 +35,24 @@ logger = logging.getLogger(__name__)
 
 MAX_TEXT = 1_000_000
 
+HOW_TO_JUDGE = ("to label rounds pass judge=LLMJudge(backend) (searchgym.judges; any ChatBackend, e.g. "
+                "searchgym.backends.openai.OpenAIChatBackend) or judge='gold' (labels by answer-bearing documents)")
+
+
+def has_gold_evidence(record: QARecord) -> bool:
+    """Whether `record` carries what `GoldJudge` needs for labels worth having: gold supporting documents or
+    titles (answer-bearing documents alone make a weak judge, so `judge="auto"` leaves such questions out)."""
+    return bool(record.gold_docs or record.gold_titles)
+
+
+def _auto_judge(records: Sequence[QARecord]) -> Judge | None:
+    """`judge="auto"`: a `GoldJudge` when any question has gold evidence, else None."""
+    if not any(has_gold_evidence(r) for r in records):
+        return None
+    from searchgym.judges.gold import GoldJudge
+
+    return GoldJudge()
+
 
 class SearchQAEnv(gym.Env[str, str]):
     """
@@ -64,9 +82,10 @@ class SearchQAEnv(gym.Env[str, str]):
     cover-EM, subem (Search-R1's substring match) and format validity are always reported in `info["reward"]`.
 
     ## Credit signals in `info` (schema: `searchgym.info`, docs/step-info.md)
-    With a `judge`, every search turn is labelled with retrieval utility u, reasoning correctness v and
-    contribution p = u * v (`info["labels"]`); a deferred judge labels all rounds at the episode's end, in
-    `info["episode"]["turn_labels"]`. A judge failure never raises: the round gets labels 0 and
+    With a `judge` (by default `GoldJudge` wherever the record carries gold supporting documents or titles;
+    otherwise `info["labels_reason"]` says why there are no labels), every search turn is labelled with
+    retrieval utility u, reasoning correctness v and contribution p = u * v (`info["labels"]`); a
+    deferred judge labels all rounds at the episode's end, in `info["episode"]["turn_labels"]`. A judge failure never raises: the round gets labels 0 and
     `failed=True`. When the question has gold entities, `info["entities"]` reports E-GRPO's whole-phrase
     matches in the thinking text (and, for analysis, in the query and the shown documents) and the
     running match rate gamma; `info["episode"]["entity_rate"]` is the episode's gamma.
@@ -94,7 +113,10 @@ class SearchQAEnv(gym.Env[str, str]):
     - `top_k`: documents shown per search (3). `candidates`: pool retrieved per search (50).
     - `max_turns`: turns before truncation (4). `max_query_chars`: longer queries are invalid (1000).
     - `cache_dir`: where retrieval indexes are cached (`~/.cache/searchgym`; False disables).
-    - `judge`: None (no labels), `"gold"` (`GoldJudge`, rules over the gold annotations) or any `Judge`,
+    - `judge`: `"auto"` (default: `GoldJudge` for every question whose record carries gold supporting
+      documents or titles, as the synthetic world, HotpotQA, 2Wiki and MuSiQue do; no labels for the
+      others, with the reason in `info["labels_reason"]`), None (no labels), `"gold"` (`GoldJudge` on every
+      question; without gold documents or titles it judges by answer-bearing documents) or any `Judge`,
       e.g. `LLMJudge(backend)`. `judge_mode`: `"sync"` or `"deferred"`; None follows the judge's own
       `deferred` attribute (gold: sync; LLM: deferred).
     - `match_entities`: report gold-entity matches when the question has gold entities (True).
@@ -135,7 +157,7 @@ class SearchQAEnv(gym.Env[str, str]):
         max_query_chars: int = 1000,
         cache_dir: str | Path | None | bool = None,
         render_mode: str | None = None,
-        judge: str | Judge | None = None,
+        judge: str | Judge | None = "auto",
         judge_mode: Literal["sync", "deferred"] | None = None,
         match_entities: bool = True,
     ):
@@ -163,7 +185,9 @@ class SearchQAEnv(gym.Env[str, str]):
         self.answer_reward = resolve_answer_reward(answer_reward)
         self.protocol = resolve_protocol(action_format, template=template, max_query_chars=max_query_chars, doc_format=doc_format)
         self.top_k, self.candidates, self.max_turns = top_k, candidates, max_turns
-        self.judge = resolve_judge(judge)
+        self._judge_auto = isinstance(judge, str) and judge == "auto"
+        """Whether the judge was chosen by `"auto"`: it then labels only questions with gold evidence."""
+        self.judge = _auto_judge(self.records) if self._judge_auto else resolve_judge(judge)
         self.judge_deferred = bool(self.judge.deferred) if judge_mode is None and self.judge is not None else judge_mode == "deferred"
         self.match_entities = bool(match_entities)
         self.render_mode = render_mode
@@ -178,6 +202,8 @@ class SearchQAEnv(gym.Env[str, str]):
         self._turn_actions: list[str | None] = []
         """`turn_action` of each agent turn so far (what `format_valid` combines)."""
         self._credit: EpisodeCredit | None = None
+        self._labels_reason: str | None = None
+        """Why this episode's turns carry no judge labels (None when they do)."""
 
     # -- Gymnasium API ----------------------------------------------------------------------------------
 
@@ -189,7 +215,8 @@ class SearchQAEnv(gym.Env[str, str]):
         self.done = False
         self.turn_infos = []
         self._turn_actions = []
-        self._credit = EpisodeCredit(self.record, self.judge, deferred=self.judge_deferred,
+        judge, self._labels_reason = self._episode_judge(self.record)
+        self._credit = EpisodeCredit(self.record, judge, deferred=self.judge_deferred,
                                      match_entities=self.match_entities, gold_docs_searchable=self._gold_docs_searchable(index))
         prompt = self.protocol.render_prompt(self.record.question)
         self.transcript = [("prompt", prompt)]
@@ -200,6 +227,7 @@ class SearchQAEnv(gym.Env[str, str]):
             "hops": self.record.hops,
             "num_gold_entities": len(self.record.gold_entities),
             "max_turns": self.max_turns,
+            "labels_reason": self._labels_reason,
         }
         return prompt, info
 
@@ -284,9 +312,19 @@ class SearchQAEnv(gym.Env[str, str]):
             "candidates": None,
             "ranker": None,
             "labels": None,
+            "labels_reason": self._labels_reason,
             "entities": None,
             "reward": {},
         }
+
+    def _episode_judge(self, record: QARecord) -> tuple[Judge | None, str | None]:
+        """The judge of an episode on `record`, or None and why there are no labels."""
+        if self._judge_auto and not has_gold_evidence(record):
+            return None, (f"question {record.id!r} has no gold supporting documents or titles, which the default judge "
+                          f"(judge='auto': GoldJudge) needs; {HOW_TO_JUDGE}")
+        if self.judge is None:
+            return None, f"the env was made with judge=None; {HOW_TO_JUDGE}"
+        return self.judge, None
 
     def _gold_docs_searchable(self, index: int) -> bool | None:
         """Whether record `index`'s gold document ids are in the corpus searched (None when unknown).

@@ -169,7 +169,8 @@ def empty_turn_labels(judge: str, *, deferred: bool, pending: bool) -> TurnLabel
 
 
 def resolve_judge(judge: str | Judge | None) -> Judge | None:
-    """A judge from `None`, `"gold"` or a `Judge` object."""
+    """A judge from `None`, `"gold"` or a `Judge` object (`"auto"`, the envs' default, is the env's choice
+    per question: `SearchQAEnv` resolves it)."""
     if judge is None:
         return None
     if isinstance(judge, str):
@@ -180,7 +181,7 @@ def resolve_judge(judge: str | Judge | None) -> Judge | None:
         if judge == "llm":
             raise ConfigError("judge='llm' needs a model: pass judge=LLMJudge(backend) with a ChatBackend "
                               "(searchgym.backends.openai.OpenAIChatBackend or transformers.TransformersChatBackend)")
-        raise ConfigError(f"unknown judge {judge!r}; use None, 'gold' or a Judge object (e.g. LLMJudge(backend))")
+        raise ConfigError(f"unknown judge {judge!r}; use 'auto' (in an env), None, 'gold' or a Judge object (e.g. LLMJudge(backend))")
     if not isinstance(judge, Judge):
         raise ConfigError(f"judge must have name, deferred, label(requests) and describe(); got {type(judge).__name__}")
     return judge

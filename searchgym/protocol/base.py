@@ -46,7 +46,7 @@ class ActionProtocol(Protocol):
         ...
 
     def render_documents(self, documents: Sequence[Document]) -> str:
-        """The observation that answers a search."""
+        """The observation that answers a search (`documents` is empty when nothing matched: say so)."""
         ...
 
     def render_invalid(self, action: Action) -> str:

@@ -56,6 +56,10 @@ _new_action = tuple.__new__
 named tuple's generated `__new__` and its keyword handling: a third of the cost, for the two actions
 built at nearly every step."""
 
+NO_MATCH_HINT = ("No document matches this query. Search again with other words, e.g. names or phrases "
+                 "from the question.")
+"""The observation text for a search that found nothing (the retriever matched none of the query's words)."""
+
 _ANY_TAG = re.compile(r"</?(?:think|search|answer|information)>")
 
 
@@ -157,6 +161,10 @@ class TagProtocol:
         return _new_action(Action, ("answer", thinking, None, content, None))
 
     def render_documents(self, documents: Sequence[Document]) -> str:
+        if not documents:
+            # An empty <information></information> reads like a broken tool to a model and to a person
+            # (Search-R1's dense retriever always returns k documents, so its format has no empty case).
+            return "\n\n<information>" + NO_MATCH_HINT + "</information>\n\n"
         if self.doc_format == "search-r1":
             # As Search-R1's execute_predictions wraps a search's results.
             return f"\n\n<information>{search_r1_passages(documents).strip()}</information>\n\n"

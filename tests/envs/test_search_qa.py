@@ -16,7 +16,8 @@ def env(small_records, ten_doc_corpus):
 def test_reset_prompt_hides_answer_and_reports_question(env):
     obs, info = env.reset(seed=0, options={"question_id": "q1"})
     assert "Who discovered radioactivity?" in obs and "Becquerel" not in obs
-    assert info == {"schema_version": SCHEMA_VERSION, "question_id": "q1", "source": "test", "hops": 1, "num_gold_entities": 1, "max_turns": 4}
+    assert info == {"schema_version": SCHEMA_VERSION, "question_id": "q1", "source": "test", "hops": 1, "num_gold_entities": 1, "max_turns": 4,
+                    "labels_reason": None}
 
 
 def test_search_then_answer(env):

@@ -197,14 +197,47 @@ def test_invalid_turn_thinking_counts_for_entities():
 
 
 def test_without_judge_or_entities():
-    infos = play(make_env(), GOOD)
-    assert all(i["labels"] is None for i in infos)
+    infos = play(make_env(judge=None), GOOD)
+    assert all(i["labels"] is None and "judge=None" in i["labels_reason"] for i in infos)
     assert infos[-1]["episode"]["turn_labels"] == [None, None, None] and infos[-1]["episode"]["judge_failures"] == 0
-    infos = play(make_env(match_entities=False), GOOD)
+    infos = play(make_env(judge=None, match_entities=False), GOOD)
     assert all(i["entities"] is None for i in infos) and infos[-1]["episode"]["entity_rate"] is None
     infos = play(make_env(records=(NO_ENTITIES,), judge="gold"), ["<search>Spree</search>", "<answer>x</answer>"], "plain")
     assert infos[0]["entities"] is None and infos[-1]["episode"]["entity_rate"] is None
     assert infos[0]["labels"]["judge"] == "gold"  # answers basis: still labelled
+
+
+def test_default_judge_labels_questions_with_gold_evidence_and_says_why_not_elsewhere():
+    env = make_env(records=(BRIDGE, NO_ENTITIES))
+    labelled = play(env, GOOD)
+    assert [i["labels"] for i in labelled] == [i["labels"] for i in play(make_env(judge="gold"), GOOD)]
+    assert labelled[0]["labels"]["judge"] == "gold" and all(i["labels_reason"] is None for i in labelled)
+    _, reset_info = env.reset(options={"question_id": "plain"})
+    assert "'plain'" in reset_info["labels_reason"] and "LLMJudge" in reset_info["labels_reason"]
+    unlabelled = [env.step(t)[4] for t in ["<search>Spree</search>", "<answer>x</answer>"]]
+    assert all(i["labels"] is None and i["labels_reason"] == reset_info["labels_reason"] for i in unlabelled)
+    assert unlabelled[-1]["episode"]["turn_labels"] == [None, None]
+    # The next episode on an annotated question is labelled again.
+    assert play(env, GOOD)[0]["labels"]["judge"] == "gold"
+    assert make_env(records=(NO_ENTITIES,)).judge is None and isinstance(env.judge, GoldJudge)
+
+
+def test_registered_envs_label_by_default():
+    env = gym.make("SearchQA-Synthetic-v0", num_entities=300, num_questions=20, cache_dir=False)
+    _, info = env.reset(seed=0)
+    assert info["labels_reason"] is None
+    world, record = env.unwrapped.world, env.unwrapped.record
+    infos = [env.step(turn)[4] for turn in world.oracle_trajectory(record)]
+    assert [i["labels"]["contribution"] for i in infos if i["action"] == "search"] == [1] * record.hops
+    assert infos[-1]["entities"]["rate"] == 1.0
+
+
+def test_search_that_matches_nothing_shows_a_hint():
+    env = make_env()
+    env.reset(options={"question_id": "bridge"})
+    obs, *_, info = env.step("<search>nothing like this</search>")
+    assert info["shown"] == [] and "<information></information>" not in obs
+    assert "No document matches this query" in obs and obs.strip().startswith("<information>")
 
 
 def test_gold_docs_searchable_follows_the_corpus(ten_doc_corpus):
