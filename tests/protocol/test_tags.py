@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from searchgym.corpus import Document
 from searchgym.errors import ConfigError
 from searchgym.protocol import SEARCH_R1_TEMPLATE, Action, TagProtocol, ToolCallProtocol, resolve_protocol
-from searchgym.protocol.tags import extract_thinking, search_r1_passages
+from searchgym.protocol.tags import NO_MATCH_HINT, extract_thinking, search_r1_passages
 
 
 @pytest.fixture
@@ -104,7 +104,6 @@ def test_render_documents_search_r1_format(tags):
         [Document("0", "Evan Morris", "Evan Morris Evan L. Morris (January 26, 1977 \u2013 July 9, 2015) was a lobbyist.")],
         # Inner newlines, an empty title, quotes inside the title, unicode, trailing spaces in the last text.
         [Document("a", "Two\nLines?", "first\nsecond"), Document("b", "", "no title"), Document("c", 'The "Boss"', "Café  ")],
-        [],
     ],
 )
 def test_search_r1_format_is_passages2string_byte_for_byte(tags, docs):
@@ -113,8 +112,16 @@ def test_search_r1_format_is_passages2string_byte_for_byte(tags, docs):
     assert search_r1_passages(docs) == passages2string([{"document": {"contents": d.contents}} for d in docs])
 
 
+def test_no_documents_give_a_hint_in_every_format(tags):
+    """Search-R1's dense retriever always returns k documents, so its format has no empty case to copy; a
+    BM25 search can match nothing, and an empty <information></information> reads like a broken tool."""
+    assert search_r1_passages([]) == passages2string([])
+    for protocol in (tags, TagProtocol(doc_format="plain")):
+        assert protocol.render_documents([]) == "\n\n<information>" + NO_MATCH_HINT + "</information>\n\n"
+
+
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.text(max_size=20), st.text(max_size=40)), max_size=5))
+@given(st.lists(st.tuples(st.text(max_size=20), st.text(max_size=40)), min_size=1, max_size=5))
 def test_search_r1_format_matches_for_any_text(pairs):
     docs = [Document(str(i), title, text) for i, (title, text) in enumerate(pairs)]
     assert TagProtocol().render_documents(docs) == search_r1_observation([d.contents for d in docs])
