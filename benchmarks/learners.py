@@ -136,7 +136,7 @@ def hotpotqa_eval(trainer, path: str, questions: int) -> dict[str, float]:
     # Every episode's env shares the first one's questions, corpus and index: one env per question (the
     # rollout engine's evaluation layout) would otherwise reread the file and reload the index each time.
     # COSEARCH's agent searches through its trained ranker, as in training.
-    options = {**c.env_options, **trainer.ranker_env_options()}
+    options = {**c.env_options, **trainer.learner_env_options()}
 
     def make():
         return SearchQAEnv(first.records, first.corpus, retriever=first.retriever, max_turns=c.max_turns, top_k=c.top_k, cache_dir=False, **options)

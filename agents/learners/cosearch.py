@@ -35,7 +35,10 @@ from typing import Any
 import torch
 
 from agents.core import group_advantages
+from agents.learners.batch import LearnerBatch, Trajectory
 from agents.learners.grpo import GRPOConfig
+from agents.learners.grpo import batch_advantages as grpo_batch_advantages
+from agents.learners.registry import EnvNeeds, SecondModel, SecondModelContext, register_learner
 from searchgym.errors import ConfigError
 from searchgym.rewards import cover_exact_match, normalize_answer, token_f1
 
@@ -44,6 +47,7 @@ __all__ = [
     "RankerBatch",
     "RankerCall",
     "RankerScore",
+    "batch_advantages",
     "calls_from_trajectory",
     "cluster_calls",
     "hits_at",
@@ -69,6 +73,16 @@ class CoSearchConfig(GRPOConfig):
     """gamma of Eq. 6: above it, a ranking that found the answer also earns the agent's answer F1."""
     hit_ks: tuple[int, ...] = (1, 3, 5)
     """r_rel is the mean of Hit@k over these k."""
+    ranker_model: str | None = None
+    """The ranker's model; None uses the agent's model name (a separate copy)."""
+    ranker_candidates: int = 5
+    """N: documents retrieved per search for the ranker to choose the env's `top_k` from (the paper: 50)."""
+    ranker_temperature: float = 1.0
+    """Sampling temperature of the ranker's outputs (GRPO needs samples that differ)."""
+    ranker_max_tokens: int = 48
+    """Token budget of one ranker output."""
+    ranker_max_doc_chars: int = 160
+    """Each candidate is cut to this many characters in the ranker's prompt."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -84,6 +98,12 @@ class CoSearchConfig(GRPOConfig):
             raise ConfigError(f"rel_threshold must be in [0, 1], got {self.rel_threshold}")
         if not self.hit_ks or any(k < 1 for k in self.hit_ks):
             raise ConfigError(f"hit_ks must be positive cut-offs, got {self.hit_ks}")
+        self.hit_ks = tuple(int(k) for k in self.hit_ks)
+        for name in ("ranker_candidates", "ranker_max_tokens", "ranker_max_doc_chars"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if not self.ranker_temperature >= 0:
+            raise ConfigError(f"ranker_temperature must be >= 0, got {self.ranker_temperature}")
 
 
 @dataclass(frozen=True)
@@ -289,3 +309,16 @@ def rank_batch(
         )
         advantages = dict(zip(members, values.tolist()))
     return RankerBatch(scores, groups, advantages)
+
+
+def _ranker_trainer(ctx: SecondModelContext) -> SecondModel:
+    from agents.learners.cosearch_ranker import RankerTrainer  # loads the policy code only when COSEARCH trains
+
+    return RankerTrainer(ctx)
+
+
+@register_learner("cosearch", config=CoSearchConfig, needs=EnvNeeds(ranker=True), second_model=_ranker_trainer,
+                  summary="GRPO agent plus a generative ranker trained on clustered ranker calls")
+def batch_advantages(trajectories: Sequence[Trajectory], config: CoSearchConfig) -> LearnerBatch:
+    """COSEARCH's agent targets: GRPO on the agent's outcome reward (the ranker trains in `cosearch_ranker`)."""
+    return grpo_batch_advantages(trajectories, config)

@@ -34,8 +34,9 @@ from typing import Any
 import torch
 
 from agents.core import broadcast_round_advantages
-from agents.learners.batch import LearnerBatch
+from agents.learners.batch import LearnerBatch, Trajectory
 from agents.learners.grpo import GRPOConfig
+from agents.learners.registry import EnvNeeds, register_learner
 from agents.learners.grpo import batch_advantages as grpo_batch_advantages
 from searchgym.errors import ConfigError
 
@@ -180,7 +181,9 @@ def token_advantages(
     return broadcast_round_advantages(rounds, spans, seq_len)
 
 
-def batch_advantages(trajectories: Sequence[Any], config: CWGRPOConfig) -> LearnerBatch:
+@register_learner("cw-grpo", config=CWGRPOConfig, needs=EnvNeeds(judge=True),
+                  summary="GRPO advantages moved between search rounds by the judge's contribution labels")
+def batch_advantages(trajectories: Sequence[Trajectory], config: CWGRPOConfig) -> LearnerBatch:
     """CW-GRPO targets: GRPO's outcome advantages, redistributed over each trajectory's rounds by the
     judge's contribution labels and broadcast to the rounds' tokens."""
     base = grpo_batch_advantages(trajectories, config)

@@ -28,8 +28,9 @@ from typing import Any
 import torch
 
 from agents.core import drop_rollouts, rollout_drop_mask
-from agents.learners.batch import LearnerBatch
+from agents.learners.batch import LearnerBatch, Trajectory
 from agents.learners.grpo import GRPOConfig, RewardKey, grpo_advantages, outcome_reward
+from agents.learners.registry import EnvNeeds, register_learner
 from searchgym.entities import relative_rates
 from searchgym.errors import ConfigError
 
@@ -137,7 +138,9 @@ def loss_mask(
     return drop_rollouts(mask, drop)
 
 
-def batch_advantages(trajectories: Sequence[Any], config: EGRPOConfig) -> LearnerBatch:
+@register_learner("e-grpo", config=EGRPOConfig, needs=EnvNeeds(gold_entities=True),
+                  summary="partial credit for wrong answers from the gold-entity match rate")
+def batch_advantages(trajectories: Sequence[Trajectory], config: EGRPOConfig) -> LearnerBatch:
     """E-GRPO targets: entity-aware rewards per group, GRPO advantages over them (over-long rollouts
     included in the statistics), over-long rollouts (and optionally format errors) left out of the loss."""
     by_group: dict[int, list[int]] = {}

@@ -22,7 +22,8 @@ from typing import Any, Literal
 import torch
 
 from agents.core import AGGREGATIONS, AdvantageScale, Aggregation, dynamic_sampling_mask, group_advantages
-from agents.learners.batch import LearnerBatch
+from agents.learners.batch import LearnerBatch, Trajectory
+from agents.learners.registry import register_learner
 from searchgym.errors import ConfigError
 
 __all__ = ["REWARD_KEYS", "GRPOConfig", "RewardKey", "batch_advantages", "grpo_advantages", "outcome_reward"]
@@ -107,7 +108,9 @@ def grpo_advantages(
     return advantages, keep
 
 
-def batch_advantages(trajectories: Sequence[Any], config: GRPOConfig) -> LearnerBatch:
+@register_learner("grpo", config=GRPOConfig,
+                  summary="outcome reward (EM), one group-normalized advantage per trajectory")
+def batch_advantages(trajectories: Sequence[Trajectory], config: GRPOConfig) -> LearnerBatch:
     """GRPO targets for rollout trajectories (`agents.rollout.Trajectory`, grouped by `.group`): the
     outcome reward from step info, one group-normalized advantage copied to every token."""
     rewards = torch.tensor([outcome_reward(t.step_infos, config.reward_key) if t.step_infos else 0.0 for t in trajectories], dtype=torch.float64)

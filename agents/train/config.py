@@ -1,15 +1,18 @@
-"""`TrainConfig`: every option of a training run, shared by the Python API and the CLI."""
+"""`TrainConfig`: every option of a training run, shared by the Python API and the CLI.
+
+The learner's own options live in its config (`TrainConfig.learner`, a registered learner's config
+dataclass, `agents.learners.registry`); nothing here repeats them.
+"""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal, get_args
 
+from agents.learners.grpo import GRPOConfig
+from agents.learners.registry import get_learner, learner_for_config
 from searchgym.errors import ConfigError
 
-LearnerName = Literal["grpo", "cw-grpo", "e-grpo", "cosearch"]
-LEARNERS: tuple[str, ...] = ("grpo", "cw-grpo", "e-grpo", "cosearch")
 RolloutBackend = Literal["hf", "sglang"]
 WeightSync = Literal["disk", "tensors"]
 
@@ -18,8 +21,9 @@ WeightSync = Literal["disk", "tensors"]
 class TrainConfig:
     """One training run. Defaults are the CPU preset on the 1-hop synthetic world with SmolLM2-135M."""
 
-    learner: LearnerName = "grpo"
-    """Which method computes rewards and advantages: grpo, cw-grpo, e-grpo or cosearch."""
+    learner: Any = "grpo"
+    """The learner: a registered name (grpo, cw-grpo, e-grpo, cosearch, ...) for its default options, or its
+    config object (e.g. `CWGRPOConfig(alpha=1.0)`); a name becomes the default config object."""
     env_id: str = "SearchQA-Synthetic-v0"
     """A searchgym id; the synthetic world is the offline default."""
     num_entities: int = 1000
@@ -39,8 +43,6 @@ class TrainConfig:
 
     model: str = "smollm2-135m"
     """Policy: `smollm2-135m`, a local folder, a hub id (online), or `tiny` (a random 2-layer model for tests)."""
-    ranker_model: str | None = None
-    """COSEARCH's ranker policy; None uses the same model name as the agent (a separate copy)."""
     lora: bool = False
     """Train LoRA adapters (peft) instead of every weight."""
     lora_rank: int = 16
@@ -64,15 +66,6 @@ class TrainConfig:
     micro_batch: int = 4
     """Trajectories per forward/backward; gradients accumulate over the step."""
     max_grad_norm: float = 1.0
-    eps_low: float = 0.2
-    eps_high: float = 0.28
-    kl_coef: float = 0.0
-    """k3 KL to a frozen copy of the starting policy; 0 is KL-free (DAPO, E-GRPO)."""
-    aggregation: Literal["token-mean", "seq-mean", "seq-mean-token-sum-norm"] = "token-mean"
-    dynamic_sampling: bool = False
-    alpha: float | None = None
-    """The learner's own alpha: CW-GRPO's contribution temperature (default inf), E-GRPO's entity-reward
-    weight (default 0.3), COSEARCH's format penalty (default 0.2). Ignored by GRPO."""
 
     temperature: float = 1.0
     rollout_backend: RolloutBackend = "hf"
@@ -110,9 +103,16 @@ class TrainConfig:
     env_options: dict = field(default_factory=dict)
     """Extra keyword arguments for `gym.make` (checked by the env, so a typo is an error)."""
 
+    judge: str | None = "gold"
+    """The judge of learners that read per-round labels (CW-GRPO): `gold` (rules over the gold annotations),
+    or None; an `LLMJudge` object goes in through `env_options={"judge": ...}`."""
+
     def __post_init__(self) -> None:
-        if self.learner not in LEARNERS:
-            raise ConfigError(f"learner must be one of {LEARNERS}, got {self.learner!r}")
+        if isinstance(self.learner, str):
+            self.learner = get_learner(self.learner).config()
+        elif not isinstance(self.learner, GRPOConfig):
+            raise ConfigError(f"learner must be a registered learner's name or config object, got {self.learner!r}")
+        spec = learner_for_config(self.learner)
         for name in ("steps", "questions_per_step", "group_size", "micro_batch", "max_turns", "top_k", "max_turn_tokens", "max_response_tokens", "cold_start_batch"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -120,22 +120,25 @@ class TrainConfig:
             raise ConfigError("group_size must be >= 2: GRPO normalizes rewards within a group")
         if self.lr <= 0 or self.cold_start_lr <= 0:
             raise ConfigError("learning rates must be > 0")
-        if self.alpha is not None and (math.isnan(self.alpha) or self.alpha < 0):
-            raise ConfigError(f"alpha must be >= 0, got {self.alpha}")
         self.hops = tuple(int(h) for h in self.hops)
-        if self.distributed and self.learner == "cosearch":
-            raise ConfigError("distributed=True does not support learner='cosearch': its ranker groups calls across the whole "
-                              "step's trajectories and trains a second model; run COSEARCH in one process")
+        if self.distributed and spec.second_model is not None:
+            raise ConfigError(f"distributed=True does not support learner={spec.name!r}: it trains a second model on calls "
+                              "grouped across the whole step's trajectories; run it in one process")
         self._check_rollout_backend()
+
+    @property
+    def learner_name(self) -> str:
+        """The registered name of `learner`."""
+        return learner_for_config(self.learner).name
 
     def _check_rollout_backend(self) -> None:
         if isinstance(self.sglang_urls, str):
             raise ConfigError(f"sglang_urls must be a sequence of urls, got the string {self.sglang_urls!r}; write ({self.sglang_urls!r},)")
         self.sglang_urls = tuple(self.sglang_urls)
-        if self.rollout_backend not in ("hf", "sglang"):
-            raise ConfigError(f"rollout_backend must be 'hf' or 'sglang', got {self.rollout_backend!r}")
-        if self.weight_sync not in ("disk", "tensors"):
-            raise ConfigError(f"weight_sync must be 'disk' or 'tensors', got {self.weight_sync!r}")
+        if self.rollout_backend not in get_args(RolloutBackend):
+            raise ConfigError(f"rollout_backend must be one of {get_args(RolloutBackend)}, got {self.rollout_backend!r}")
+        if self.weight_sync not in get_args(WeightSync):
+            raise ConfigError(f"weight_sync must be one of {get_args(WeightSync)}, got {self.weight_sync!r}")
         if not self.sglang_timeout_s > 0:
             raise ConfigError(f"sglang_timeout_s must be > 0, got {self.sglang_timeout_s}")
         if self.rollout_backend == "hf":

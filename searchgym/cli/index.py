@@ -13,21 +13,9 @@ from __future__ import annotations
 import argparse
 from dataclasses import fields
 
+from searchgym.cli.fields import field_doc
 from searchgym.retrieval.dense import DenseIndexConfig
 from searchgym.retrieval.encoders import EncoderConfig
-
-
-def field_doc(cls, name: str) -> str:
-    """The attribute docstring of a config field, so the CLI help and the dataclass never disagree."""
-    import ast
-    import inspect
-
-    tree = ast.parse(inspect.getsource(cls))
-    body = tree.body[0].body  # type: ignore[attr-defined]
-    for node, nxt in zip(body, body[1:]):
-        if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", None) == name and isinstance(nxt, ast.Expr):
-            return " ".join(str(nxt.value.value).split())  # type: ignore[attr-defined]
-    return ""
 
 
 def add_encoder_arguments(p: argparse.ArgumentParser) -> None:

@@ -76,3 +76,28 @@ def test_config_errors():
         TrainConfig(learner="ppo")
     with pytest.raises(ConfigError, match="group_size"):
         TrainConfig(group_size=1)
+
+
+def test_a_checkpoint_of_the_old_config_layout_is_refused_by_version(tmp_path):
+    from agents.train.checkpoint import CheckpointError
+
+    first = Trainer(tiny_config(tmp_path, steps=1))
+    first.run()
+    first.close()
+    (state_path,) = (tmp_path / "run" / "checkpoints").glob("step-*/state.json")
+    state = json.loads(state_path.read_text())
+    assert state["config"]["version"] == 2 and state["config"]["learner_name"] == "grpo"
+    del state["config"]["version"]  # what a checkpoint written before the learner registry holds
+    state_path.write_text(json.dumps(state))
+    with pytest.raises(CheckpointError, match="config version 1, this is version 2"):
+        Trainer(tiny_config(tmp_path, steps=2))
+
+
+def test_a_learner_is_named_or_given_as_its_config():
+    from agents.learners import CWGRPOConfig
+
+    assert TrainConfig(learner="cw-grpo").learner == CWGRPOConfig()
+    config = TrainConfig(learner=CWGRPOConfig(alpha=2.0))
+    assert config.learner_name == "cw-grpo" and config.learner.alpha == 2.0
+    with pytest.raises(ConfigError, match="unknown learner 'ppo'; registered: .*cw-grpo"):
+        TrainConfig(learner="ppo")

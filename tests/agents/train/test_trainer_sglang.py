@@ -34,6 +34,7 @@ from agents.models import TinyModelConfig, build_tiny_model, save_model
 from agents.policies.fanout import FanOutPolicy
 from agents.policies.hf import HFPolicy, HFPolicyConfig
 from agents.rollout import RolloutEngine
+from agents.learners import GRPOConfig
 from agents.train import TrainConfig
 from agents.train.trainer import Trainer
 from searchgym.errors import BackendError, ConfigError
@@ -45,7 +46,7 @@ SERVER_SEED = 5  # the fakes' starting weights; the trainer's tiny model is seed
 BASE = {
     "model": "tiny", "num_entities": 300, "num_questions": 20, "hops": (1,), "steps": 2, "questions_per_step": 2, "group_size": 2,
     "max_turn_tokens": 12, "max_response_tokens": 64, "max_turns": 2, "micro_batch": 4, "lr": 1e-2, "cold_start_steps": 1,
-    "cold_start_batch": 4, "cold_start_lr": 1e-2, "kl_coef": 0.5, "rollout_backend": "sglang", "sglang_timeout_s": 30.0,
+    "cold_start_batch": 4, "cold_start_lr": 1e-2, "learner": GRPOConfig(kl_coef=0.5), "rollout_backend": "sglang", "sglang_timeout_s": 30.0,
 }
 
 
@@ -376,9 +377,11 @@ def test_one_step_against_a_real_sglang_server_disk_sync(tmp_path, real_server):
 TENSOR_STEP = """
 import json, sys, torch
 torch.set_num_threads(1)
+from agents.learners import GRPOConfig
 from agents.train import TrainConfig
 from agents.train.trainer import Trainer
-trainer = Trainer(TrainConfig(**json.loads(sys.argv[1])))
+config = json.loads(sys.argv[1])
+trainer = Trainer(TrainConfig(**{**config, "learner": GRPOConfig(**config["learner"])}))
 trainer.cold_start()
 metrics = trainer.train_step()
 version = trainer.rollout_policy.members[0].model_info()["weight_version"]
@@ -400,7 +403,7 @@ def test_one_step_against_a_real_sglang_server_tensor_sync(tmp_path, real_server
     probe = subprocess.run([str(VENV / "bin" / "python"), "-c", "import agents.train.trainer"], env=env, capture_output=True, check=False, timeout=120)
     if probe.returncode != 0:
         pytest.skip(f"the server venv cannot import the trainer: {probe.stderr.decode()[-300:]}")
-    config = {**BASE, "out_dir": str(tmp_path / "run"), "sglang_urls": [real_server.url], "steps": 1, "weight_sync": "tensors", "sglang_timeout_s": 120.0,
+    config = {**BASE, "learner": {"kl_coef": BASE["learner"].kl_coef}, "out_dir": str(tmp_path / "run"), "sglang_urls": [real_server.url], "steps": 1, "weight_sync": "tensors", "sglang_timeout_s": 120.0,
               "env_options": {"retriever": "rank_bm25"}}  # the server venv has no numba for bm25s
     # Output to a file, not a pipe: the torch_shm_manager daemon that CPU tensor sharing starts inherits the
     # child's streams and lives as long as the server holds the shared segments.
