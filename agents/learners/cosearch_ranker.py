@@ -10,6 +10,7 @@ the ranker's GRPO update trains on exactly the tokens that were sampled.
 from __future__ import annotations
 
 from collections.abc import Sequence
+import copy
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,6 +85,8 @@ class RankerTrainer:
         model.train()
         self.policy = HFPolicy(model, tokenizer, config=HFPolicyConfig(seed=ctx.seed + 1))
         self.backend = PolicyChatBackend(self.policy, temperature=self.config.ranker_temperature, seed=ctx.seed)
+        self.reference = copy.deepcopy(model).eval() if self.config.kl_coef > 0 else None
+        """A frozen copy of the ranker's starting weights, for the k3 KL."""
         self.models: dict[str, torch.nn.Module] = {"ranker": model}
         self.optimizers = {"ranker": ctx.optimizer(model)}
 
@@ -106,7 +109,8 @@ class RankerTrainer:
         """Score, cluster and GRPO-update the ranker on this step's ranker calls."""
         calls, golds, r_main, gens = [], [], [], []
         corpus = env.unwrapped.corpus
-        texts = (lambda doc_id: corpus.get(doc_id).text) if corpus is not None else None
+        texts = (lambda doc_id: cosearch.relevance_text(corpus.get(doc_id).title, corpus.get(doc_id).text)) if corpus is not None else None
+        questions = []
         for i, t in enumerate(trajectories):
             f1 = outcome_reward(t.step_infos, "f1") if t.step_infos else 0.0
             recorded = [s for s in t.step_infos if s.get("ranker")]
@@ -118,9 +122,10 @@ class RankerTrainer:
                 golds.append(t.gold_answers or [])
                 r_main.append(f1)
                 gens.append(gen)
+                questions.append(getattr(t, "question_id", None) or call.question)
         if not calls:
             return {"ranker/calls": 0.0}
-        batch = cosearch.rank_batch(calls, golds, r_main, self.config)
+        batch = cosearch.rank_batch(calls, golds, r_main, self.config, questions)
         targets = LearnerBatch(
             advantages=[torch.full((len(g.token_ids),), batch.advantages.get(i, 0.0)) for i, g in enumerate(gens)],
             include=[i in batch.advantages for i in range(len(gens))],
@@ -132,7 +137,8 @@ class RankerTrainer:
         c = self.config
         stats = self.ctx.policy_gradient_step(model, gens, targets, pad_id=self.policy.tokenizer.pad_token_id,
                                               micro_batch=self.ctx.micro_batch, eps_low=c.eps_low, eps_high=c.eps_high,
-                                              aggregation=c.aggregation, temperature=self.backend.temperature)
+                                              aggregation=c.aggregation, temperature=self.backend.temperature,
+                                              clip_ratio_c=c.clip_ratio_c, kl_coef=c.kl_coef, reference=self.reference)
         if stats.loss_tokens:
             torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], self.ctx.max_grad_norm)
             optimizer.step()

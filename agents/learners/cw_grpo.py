@@ -11,6 +11,9 @@
    weight on contributing rounds, c_t = p_t / sum(p); when no round contributes, every search round gets 0
    (the one case where the mean is not preserved: the answer round alone carries A_i).
 5. Round advantages are broadcast to each round's tokens with the rollout's per-round token spans.
+6. Defaults of the official runs (verl): a k3 KL of 0.001 to the starting policy (`kl_coef`, "low_var_kl"
+   there) and dual clip at 3 (`clip_ratio_c`). They keep GRPO's clip-higher (0.2 / 0.28) where the official
+   runs clip symmetrically at 0.2 (set `eps_high=0.2` for that).
 
 Choices where the method's description is silent:
 - "Search rounds" are all rounds before the answer, invalid actions included, with p = 0 for those (the
@@ -64,6 +67,10 @@ class CWGRPOConfig(GRPOConfig):
 
     alpha: float = math.inf
     """Softmax sharpness over contribution labels; 0 spreads A_i evenly (GRPO), >= 10 means infinite."""
+    kl_coef: float = 0.001
+    """Weight of the k3 KL to the starting policy: 0.001, as in the official runs (0 trains KL-free)."""
+    clip_ratio_c: float | None = 3.0
+    """Dual clip at 3, verl's default, on which the official code runs (None turns it off)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()

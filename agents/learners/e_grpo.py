@@ -1,14 +1,16 @@
 """E-GRPO: entity-aware GRPO. How it differs from plain GRPO (`agents.learners.grpo`):
 
 1. The reward of a wrong answer is not 0 but alpha * gamma_hat_i, where gamma_i is the share of the
-   question's gold entities found, as whole phrases, in trajectory i's thinking text (step info
-   `info["entities"]["rate"]`, the episode's `entity_rate`), and gamma_hat_i = gamma_i / max_j gamma_j
-   over the group (0 when the maximum is 0). A near miss that found the right entities beats a blind one.
+   question's gold entities found by exact string match in trajectory i's thinking text (step info
+   `info["entities"]["rate"]`, the episode's `entity_rate`; the learner asks the env for the paper's exact
+   rule, `entity_match="normalized"` ignores case, accents, punctuation and articles instead), and
+   gamma_hat_i = gamma_i / max_j gamma_j over the group (0 when the maximum is 0). A near miss that found
+   the right entities beats a blind one.
 2. A correct answer gets 1; a format error or an over-long rollout gets 0. alpha = 0.3 is the paper's
    best; alpha = 0 is GRPO.
 3. Over-long rollouts keep their 0 in the group's mean and std but are dropped from the loss
    (`agents.core.drop_rollouts`): their cut-off text should not be pushed down token by token.
-4. KL-free with clip-higher (the `GRPOConfig` defaults).
+4. KL-free with clip-higher and no dual clip (the `GRPOConfig` defaults), as the paper trains.
 
 Choices where the method's description is silent:
 - gamma_hat's maximum runs over the whole group, format errors and over-long rollouts included.
@@ -23,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, get_args
 
 import torch
 
@@ -32,6 +34,7 @@ from agents.learners.batch import LearnerBatch, Trajectory
 from agents.learners.grpo import GRPOConfig, RewardKey, grpo_advantages, outcome_reward
 from agents.learners.registry import EnvNeeds, register_learner
 from searchgym.entities import relative_rates
+from searchgym.envs.search_qa import EntityMatch
 from searchgym.errors import ConfigError
 
 __all__ = ["EGRPOConfig", "batch_advantages", "entity_aware_rewards", "entity_rate", "format_error", "group_rewards", "loss_mask"]
@@ -45,9 +48,14 @@ class EGRPOConfig(GRPOConfig):
     """Weight of the normalized entity match rate in a wrong answer's reward; 0 is GRPO."""
     drop_format_errors: bool = False
     """Also drop format errors from the loss (E-GRPO drops only over-long rollouts)."""
+    entity_match: EntityMatch = "exact"
+    """How the env matches a gold entity in the thinking text: `exact`, the verbatim string (the paper's
+    rule), or `normalized` (case, accents, punctuation and articles ignored, whole phrases)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.entity_match not in get_args(EntityMatch):
+            raise ConfigError(f"entity_match must be one of {get_args(EntityMatch)}, got {self.entity_match!r}")
         if not 0 <= self.alpha <= 1:
             raise ConfigError(
                 f"alpha must be in [0, 1] so a wrong answer never outscores a right one, got {self.alpha}"
@@ -138,7 +146,7 @@ def loss_mask(
     return drop_rollouts(mask, drop)
 
 
-@register_learner("e-grpo", config=EGRPOConfig, needs=EnvNeeds(gold_entities=True),
+@register_learner("e-grpo", config=EGRPOConfig, needs=EnvNeeds(gold_entities=True, env_options=lambda c: {"entity_match": c.entity_match}),
                   summary="partial credit for wrong answers from the gold-entity match rate")
 def batch_advantages(trajectories: Sequence[Trajectory], config: EGRPOConfig) -> LearnerBatch:
     """E-GRPO targets: entity-aware rewards per group, GRPO advantages over them (over-long rollouts

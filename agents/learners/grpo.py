@@ -7,9 +7,12 @@ group, applied to every token the policy sampled. The loss is the clipped surrog
 Options every learner inherits (all in `GRPOConfig`):
 1. DAPO clip-higher: eps_low 0.2, eps_high 0.28 (set both to 0.2 for PPO/GRPO's symmetric clip).
 2. Token-mean aggregation (DAPO) by default; `seq-mean` is the original GRPO.
-3. KL-free by default; `kl_coef > 0` adds a k3 KL to a frozen reference.
+3. KL-free by default; `kl_coef > 0` adds a k3 KL to a frozen reference (learners whose official runs use
+   one default to it: CW-GRPO and COSEARCH, 0.001).
 4. `scale="none"` is Dr.GRPO's mean-only advantage.
 5. `dynamic_sampling` drops groups whose rewards are all equal (DAPO).
+6. `clip_ratio_c` is dual-clip PPO (off here; 3 in CW-GRPO and COSEARCH, verl's default that their
+   official runs inherit).
 """
 
 from __future__ import annotations
@@ -56,6 +59,10 @@ class GRPOConfig:
     """Weight of the k3 KL to the reference model; 0 trains KL-free and loads no reference."""
     dynamic_sampling: bool = False
     """Drop groups whose rewards are all equal (they carry no gradient)."""
+    clip_ratio_c: float | None = None
+    """Dual clip (verl's `clip_ratio_c`): for A < 0 the per-token loss is capped at -A * clip_ratio_c; None is
+    off. Each batch is updated once on fresh samples, so the ratio starts at 1 and this binds only when the
+    sampler's logprobs are far from the trainer's (e.g. an SGLang server on other weights)."""
 
     def __post_init__(self) -> None:
         if self.reward_key not in REWARD_KEYS:
@@ -72,6 +79,8 @@ class GRPOConfig:
             raise ConfigError(f"aggregation must be one of {AGGREGATIONS}, got {self.aggregation!r}")
         if self.kl_coef < 0:
             raise ConfigError(f"kl_coef must be >= 0 (0 = KL-free), got {self.kl_coef}")
+        if self.clip_ratio_c is not None and not self.clip_ratio_c > 1:
+            raise ConfigError(f"clip_ratio_c must be > 1 (verl uses 3), or None for no dual clip; got {self.clip_ratio_c}")
 
 
 def outcome_reward(infos: Sequence[Mapping[str, Any]], key: RewardKey = "em") -> float:

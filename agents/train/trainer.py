@@ -228,7 +228,7 @@ class Trainer:
         optimizer.zero_grad(set_to_none=True)
         kwargs = {"pad_id": self.tokenizer.pad_token_id, "micro_batch": c.micro_batch, "eps_low": lc.eps_low, "eps_high": lc.eps_high,
                   "aggregation": lc.aggregation, "kl_coef": lc.kl_coef, "reference": self.reference, "norm_length": c.max_response_tokens,
-                  "temperature": c.temperature}
+                  "temperature": c.temperature, "clip_ratio_c": lc.clip_ratio_c}
         params = [p for p in self.model.parameters() if p.requires_grad]
         acc = self.accelerator
         if acc is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import gymnasium as gym
 
@@ -23,6 +23,9 @@ from searchgym.rewards import actions_valid, answer_scores, cover_exact_match, e
 from searchgym.rewards.answer import AnswerReward
 
 logger = logging.getLogger(__name__)
+
+EntityMatch = Literal["normalized", "exact"]
+"""How a gold entity matches the thinking text (the `entity_match` argument)."""
 
 MAX_TEXT = 1_000_000
 
@@ -85,6 +88,9 @@ class SearchQAEnv(gym.Env[str, str]):
       e.g. `LLMJudge(backend)`. `judge_mode`: `"sync"` or `"deferred"`; None follows the judge's own
       `deferred` attribute (gold: sync; LLM: deferred).
     - `match_entities`: report gold-entity matches when the question has gold entities (True).
+      `entity_match`: how a gold entity matches the thinking text: `"normalized"` (case, accents,
+      punctuation and articles ignored, whole phrases; `searchgym.entities`) or `"exact"` (the verbatim
+      string, E-GRPO's rule, which its learner asks for).
     - `render_mode`: None or `"ansi"` (the transcript as text).
 
     ## Version History
@@ -120,6 +126,7 @@ class SearchQAEnv(gym.Env[str, str]):
         judge: str | Judge | None = None,
         judge_mode: Literal["sync", "deferred"] | None = None,
         match_entities: bool = True,
+        entity_match: EntityMatch = "normalized",
     ):
         if not records:
             raise ConfigError("SearchQAEnv needs at least one question record")
@@ -148,6 +155,9 @@ class SearchQAEnv(gym.Env[str, str]):
         self.judge = resolve_judge(judge)
         self.judge_deferred = bool(self.judge.deferred) if judge_mode is None and self.judge is not None else judge_mode == "deferred"
         self.match_entities = bool(match_entities)
+        if entity_match not in get_args(EntityMatch):
+            raise ConfigError(f"entity_match must be one of {get_args(EntityMatch)}, got {entity_match!r}")
+        self.entity_match = entity_match
         self.render_mode = render_mode
         self.observation_space = UnicodeText(MAX_TEXT)
         self.action_space = UnicodeText(MAX_TEXT)
@@ -172,7 +182,8 @@ class SearchQAEnv(gym.Env[str, str]):
         self.turn_infos = []
         self._turn_actions = []
         self._credit = EpisodeCredit(self.record, self.judge, deferred=self.judge_deferred,
-                                     match_entities=self.match_entities, gold_docs_searchable=self._gold_docs_searchable(index))
+                                     match_entities=self.match_entities, gold_docs_searchable=self._gold_docs_searchable(index),
+                                     entity_match=self.entity_match)
         prompt = self.protocol.render_prompt(self.record.question)
         self.transcript = [("prompt", prompt)]
         info: ResetInfo = {

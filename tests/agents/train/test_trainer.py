@@ -36,12 +36,16 @@ def test_each_learner_trains_end_to_end(tmp_path, learner):
     # trajectory had a nonzero advantage, which the learner-specific metrics below tell apart.
     if any(m["loss/tokens"] > 0 and m["loss/grad_norm"] > 0 for m in history):
         assert any(not torch.equal(before[n], p) for n, p in trainer.model.named_parameters())
+    # What each learner asked of the env, and its official KL default (a reference model only with KL).
+    env = trainer.env.unwrapped
+    assert (trainer.reference is not None) == (learner in ("cw-grpo", "cosearch"))
     if learner == "cw-grpo":
-        assert "cw_grpo/contributing_round_share" in history[-1]
+        assert "cw_grpo/contributing_round_share" in history[-1] and env.judge is not None
     if learner == "e-grpo":
-        assert "e_grpo/entity_rate" in history[-1]
+        assert "e_grpo/entity_rate" in history[-1] and env.entity_match == "exact"
     if learner == "cosearch":
-        assert "ranker/calls" in history[-1]
+        assert "ranker/calls" in history[-1] and type(env.ranker).__name__ == "LLMRanker"
+        assert trainer.second_model.reference is not None
 
 
 def test_resume_reproduces_the_next_step(tmp_path):
