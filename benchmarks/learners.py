@@ -37,6 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from agents.train import TrainConfig
+from agents.train.config import EnvConfig, OptimConfig, RolloutConfig
 
 WHAT_DIFFERS = {
     "grpo": "outcome reward (EM), one advantage per trajectory for every token",
@@ -73,7 +74,7 @@ class Preset:
     template: str | None = None
     """None: Search-R1's instruction."""
     rollout_backend: str = "hf"
-    """`hf` samples in the training process; `sglang` on `servers` SGLang servers (`TrainConfig.rollout_backend`)."""
+    """`hf` samples in the training process; `sglang` on `servers` SGLang servers (`RolloutConfig.backend`)."""
     servers: int = 0
     """SGLang servers the preset expects, by default at http://127.0.0.1:30000, :30001, ... (`--sglang-urls`)."""
     weight_sync: str = "disk"
@@ -113,12 +114,12 @@ def _plot(histories: dict[str, list[dict]], path: Path) -> None:
 
 
 def backend_options(preset: Preset, urls: list[str] | None = None) -> dict:
-    """The TrainConfig fields that say where rollouts are sampled and where the update runs."""
-    options = {"device": preset.device, "rollout_backend": preset.rollout_backend}
+    """Where rollouts are sampled (`RolloutConfig` fields, under "rollout") and where the update runs ("device")."""
+    rollout: dict = {"backend": preset.rollout_backend}
     if preset.rollout_backend == "sglang":
-        options["sglang_urls"] = tuple(urls or [f"http://127.0.0.1:{30000 + i}" for i in range(max(preset.servers, 1))])
-        options["weight_sync"] = preset.weight_sync
-    return options
+        rollout["sglang_urls"] = tuple(urls or [f"http://127.0.0.1:{30000 + i}" for i in range(max(preset.servers, 1))])
+        rollout["weight_sync"] = preset.weight_sync
+    return {"device": preset.device, "rollout": rollout}
 
 
 def hotpotqa_eval(trainer, path: str, questions: int) -> dict[str, float]:
@@ -131,18 +132,18 @@ def hotpotqa_eval(trainer, path: str, questions: int) -> dict[str, float]:
     from searchgym.envs import SearchQAEnv
 
     c = trainer.config
-    first = gym.make("SearchQA-HotpotQA-v0", data_path=path, limit=questions, max_turns=c.max_turns, top_k=c.top_k,
-                     cache_dir=trainer.out / "cache", **c.env_options).unwrapped
+    first = gym.make("SearchQA-HotpotQA-v0", data_path=path, limit=questions, max_turns=c.env.max_turns, top_k=c.env.top_k,
+                     cache_dir=trainer.out / "cache", **c.env.options).unwrapped
     # Every episode's env shares the first one's questions, corpus and index: one env per question (the
     # rollout engine's evaluation layout) would otherwise reread the file and reload the index each time.
     # COSEARCH's agent searches through its trained ranker, as in training.
-    options = {**c.env_options, **trainer.learner_env_options()}
+    options = {**trainer.learner_env_options(), **c.env.options}
 
     def make():
-        return SearchQAEnv(first.records, first.corpus, retriever=first.retriever, max_turns=c.max_turns, top_k=c.top_k, cache_dir=False, **options)
+        return SearchQAEnv(first.records, first.corpus, retriever=first.retriever, max_turns=c.env.max_turns, top_k=c.env.top_k, cache_dir=False, **options)
 
-    result = evaluate(trainer.rollout_policy, make, questions=questions, max_turn_tokens=c.max_turn_tokens,
-                      max_response_tokens=c.max_response_tokens, seed=c.seed)
+    result = evaluate(trainer.rollout_policy, make, questions=questions, max_turn_tokens=c.rollout.max_turn_tokens,
+                      max_response_tokens=c.rollout.max_response_tokens, seed=c.seed)
     m = result["metrics"]
     return {"hotpotqa/em": m["avg@1/em"], "hotpotqa/f1": m["avg@1/f1"], "hotpotqa/searches": m["searches_per_episode"],
             "hotpotqa/questions": float(result["questions"])}
@@ -157,12 +158,14 @@ def _run_seed(preset: Preset, learners: list[str], steps: int, seed: int, out: P
     env_options = {"template": preset.template} if preset.template else {}
     backend = backend or {}
 
-    def config(learner: str, model: str, run: str, **extra) -> TrainConfig:
-        return TrainConfig(learner=learner, model=model, num_entities=preset.num_entities, hops=preset.hops, steps=steps,
-                           questions_per_step=preset.questions, group_size=preset.group, eval_questions=preset.eval_questions,
-                           max_turn_tokens=preset.max_turn_tokens, max_response_tokens=preset.max_response_tokens, top_k=preset.top_k,
-                           lr=preset.lr, seed=seed, out_dir=str(out / run), resume=False, checkpoint_every=0,
-                           env_options=env_options, **backend, **extra)
+    def config(learner: str, model: str, run: str, cold_start_steps: int = 0) -> TrainConfig:
+        return TrainConfig(
+            learner=learner, model=model, steps=steps, questions_per_step=preset.questions, eval_questions=preset.eval_questions,
+            seed=seed, out_dir=str(out / run), resume=False, checkpoint_every=0, device=backend.get("device", "cpu"),
+            env=EnvConfig(num_entities=preset.num_entities, hops=preset.hops, top_k=preset.top_k, options=env_options),
+            rollout=RolloutConfig(group_size=preset.group, max_turn_tokens=preset.max_turn_tokens,
+                                  max_response_tokens=preset.max_response_tokens, **backend.get("rollout", {})),
+            optim=OptimConfig(lr=preset.lr, cold_start_steps=cold_start_steps))
 
     t0 = time.perf_counter()
     starter = Trainer(config("grpo", preset.model, "cold_start", cold_start_steps=preset.cold_start_steps))

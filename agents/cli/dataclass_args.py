@@ -13,6 +13,7 @@ import dataclasses
 import json
 import types
 import typing
+from collections.abc import Mapping
 from typing import Any, Literal, get_args, get_origin
 
 from searchgym.cli.fields import field_docs
@@ -57,9 +58,12 @@ def option_kwargs(kind: Any) -> dict[str, Any] | None:
     return None
 
 
-def add_dataclass_arguments(parser: argparse.ArgumentParser, cls: type, *, skip: tuple[str, ...] = (), prefix: str = "") -> None:
+def add_dataclass_arguments(parser: argparse.ArgumentParser, cls: type, *, skip: tuple[str, ...] = (), prefix: str = "",
+                            aliases: Mapping[str, str] | None = None) -> None:
     """One flag per field of `cls`, nested dataclass fields as dotted groups; defaults are None (unset), so
-    `dataclass_from_args` leaves the dataclass's own default in place."""
+    `dataclass_from_args` leaves the dataclass's own default in place. `aliases` maps a dotted field name
+    (`optim.lr`) to an older flag name (`lr`) that sets it too."""
+    aliases = aliases or {}
     docs = field_docs(cls)
     hints = typing.get_type_hints(cls)
     target = parser if not prefix else parser.add_argument_group(f"{prefix.rstrip('.')} options", (cls.__doc__ or "").strip().splitlines()[0])
@@ -68,7 +72,7 @@ def add_dataclass_arguments(parser: argparse.ArgumentParser, cls: type, *, skip:
             continue
         kind = hints[f.name]
         if dataclasses.is_dataclass(kind):
-            add_dataclass_arguments(parser, kind, prefix=f"{prefix}{f.name}.")
+            add_dataclass_arguments(parser, kind, prefix=f"{prefix}{f.name}.", aliases=aliases)
             continue
         kwargs = option_kwargs(kind)
         if kwargs is None:
@@ -76,8 +80,10 @@ def add_dataclass_arguments(parser: argparse.ArgumentParser, cls: type, *, skip:
         default = f.default if f.default is not dataclasses.MISSING else (
             f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
         help_text = docs.get(f.name, "") + (f" (default: {default})" if default is not None else "")
-        target.add_argument("--" + prefix + f.name.replace("_", "-"), dest=prefix + f.name, default=None,
-                            help=help_text.replace("%", "%%"), **kwargs)
+        flags = ["--" + prefix + f.name.replace("_", "-")]
+        if prefix + f.name in aliases:
+            flags.append("--" + aliases[prefix + f.name].replace("_", "-"))
+        target.add_argument(*flags, dest=prefix + f.name, default=None, help=help_text.replace("%", "%%"), **kwargs)
 
 
 def dataclass_from_args(cls: type, args: argparse.Namespace, *, prefix: str = "", **given: Any) -> Any:

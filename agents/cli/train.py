@@ -1,8 +1,10 @@
-"""`python -m agents train --learner cw-grpo --learner.alpha 1.0 --env-id SearchQA-Synthetic-v0 ...`
+"""`python -m agents train --learner cw-grpo --learner.alpha 1.0 --env.hops 1 2 --optim.lr 1e-5 ...`
 
-Every `TrainConfig` field is a flag; the learner's own options are `--learner.NAME` flags, one per option
-of any registered learner (the help says which learners have it and their defaults); setting one the chosen
-learner lacks is an error.
+Every `TrainConfig` field is a flag named by its place in the nesting (`--env.hops`, `--rollout.group-size`,
+`--optim.lr`); the learner's own options are `--learner.NAME` flags, one per option of any registered
+learner (the help says which learners have it and their defaults); setting one the chosen learner lacks is
+an error. The flat flags of the previous layout (`--hops`, `--lr`, `--kl-coef`, ...) still work as aliases
+for one version (`agents.train.config.FLAT_ALIASES`).
 """
 
 from __future__ import annotations
@@ -14,14 +16,14 @@ import typing
 
 from agents.cli.dataclass_args import add_dataclass_arguments, dataclass_from_args, field_docs, option_kwargs
 from agents.learners.registry import get_learner, learner_names
-from agents.train.config import TrainConfig
+from agents.train.config import FLAT_ALIASES, TrainConfig
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("train", help="train a reference learner (GRPO, CW-GRPO, E-GRPO, COSEARCH)",
                        description="Train one learner; every option is a TrainConfig field or a field of the learner's config.")
     add_learner_arguments(p)
-    add_dataclass_arguments(p, TrainConfig, skip=("learner",))
+    add_dataclass_arguments(p, TrainConfig, skip=("learner",), aliases={v: k for k, v in FLAT_ALIASES.items()})
     p.set_defaults(func=run)
 
 
@@ -49,7 +51,9 @@ def add_learner_arguments(parser: argparse.ArgumentParser) -> None:
             text = " | ".join(f"{o}: {d}" for o, d in docs.items())
         shown = sorted({str(v) for v in defaults.values()})
         text += f" (default: {shown[0]})" if len(shown) == 1 else " (default: " + ", ".join(f"{o} {v}" for o, v in defaults.items()) + ")"
-        group.add_argument(f"--learner.{name.replace('_', '-')}", dest=f"learner.{name}", default=None, help=text.replace("%", "%%"), **kwargs)
+        flags = [f"--learner.{name.replace('_', '-')}"]
+        flags += [f"--{old.replace('_', '-')}" for old, new in FLAT_ALIASES.items() if new == f"learner.{name}"]
+        group.add_argument(*flags, dest=f"learner.{name}", default=None, help=text.replace("%", "%%"), **kwargs)
 
 
 def learner_from_args(args: argparse.Namespace):

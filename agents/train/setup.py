@@ -16,7 +16,7 @@ from agents.models import TinyModelConfig, build_tiny_model, load_model_and_toke
 from searchgym.errors import BackendError, ConfigError
 
 CONFIG_VERSION = 2
-"""The layout of the config saved in checkpoints; 2: the learner's options live in its own config."""
+"""The layout of the config saved in checkpoints; 2: options nested as learner, env, rollout and optim."""
 
 
 def load_model(name: str, seed: int, device: str = "cpu"):
@@ -62,19 +62,19 @@ def rollout_policy(config, policy, tokenizer, rank: int):
     """What samples rollouts: the trained `policy` itself (`hf`), or a FanOutPolicy over SGLang clients that
     all answer /health."""
     c = config
-    if c.rollout_backend == "hf":
+    if c.rollout.backend == "hf":
         return policy
-    if c.weight_sync == "tensors" and importlib.util.find_spec("sglang") is None:
+    if c.rollout.weight_sync == "tensors" and importlib.util.find_spec("sglang") is None:
         raise ConfigError("weight_sync='tensors' needs the sglang package importable in the trainer's process "
                           "(pip install 'searchgym[sglang]'); use weight_sync='disk' otherwise")
     from agents.policies.fanout import FanOutPolicy
     from agents.policies.http import HTTPConfig
     from agents.policies.sglang import SGLangPolicy, SGLangPolicyConfig
 
-    http = HTTPConfig(timeout_s=c.sglang_timeout_s)
-    fan = FanOutPolicy([SGLangPolicy(SGLangPolicyConfig(url=url, http=http), tokenizer=tokenizer) for url in c.sglang_urls])
+    http = HTTPConfig(timeout_s=c.rollout.sglang_timeout_s)
+    fan = FanOutPolicy([SGLangPolicy(SGLangPolicyConfig(url=url, http=http), tokenizer=tokenizer) for url in c.rollout.sglang_urls])
     fan.assign(rank)  # ranks start their round robin on different servers
-    down = [m.config.url for m in fan.members if not m.health(timeout_s=min(10.0, c.sglang_timeout_s))]
+    down = [m.config.url for m in fan.members if not m.health(timeout_s=min(10.0, c.rollout.sglang_timeout_s))]
     if down:
         fan.close()
         raise BackendError(f"no SGLang server answers /health at {', '.join(down)}; start them first "

@@ -21,7 +21,7 @@ class WeightSync:
     def __call__(self) -> float:
         """Push; returns the seconds it took (0 with the in-process backend)."""
         c = self.config
-        if c.rollout_backend == "hf":
+        if c.rollout.backend == "hf":
             return 0.0
         start = time.perf_counter()
         if self.accelerator is not None:
@@ -30,7 +30,7 @@ class WeightSync:
             if not self.is_main:
                 self.accelerator.wait_for_everyone()
                 return time.perf_counter() - start
-        if c.weight_sync == "disk":
+        if c.rollout.weight_sync == "disk":
             # Absolute: the servers resolve the path from their own working directory.
             folder = save_model(self.model, self.tokenizer, (self.out / "rollout-weights").resolve())
             self.rollout_policy.load_weights(folder)

@@ -73,16 +73,16 @@ class Trainer:
         if config.questions_per_step % self.world:
             raise ConfigError(f"questions_per_step={config.questions_per_step} must be divisible by the {self.world} processes: "
                               "each rolls out whole questions (GRPO groups)")
-        if config.cold_start_steps > 0 and config.cold_start_batch % self.world:
-            raise ConfigError(f"cold_start_batch={config.cold_start_batch} must be divisible by the {self.world} processes")
+        if config.optim.cold_start_steps > 0 and config.optim.cold_start_batch % self.world:
+            raise ConfigError(f"cold_start_batch={config.optim.cold_start_batch} must be divisible by the {self.world} processes")
         device = str(self.accelerator.device) if self.accelerator else config.device
         setup.seed_everything(config.seed)
         self.learner = learner_for_config(config.learner)
         """The registered learner (`LearnerSpec`): its batch function, env needs and second model."""
         self.learner_config = config.learner
         self.model, self.tokenizer = setup.load_model(config.model, config.seed, device)
-        if config.lora:
-            self.model = setup.with_lora(self.model, config.lora_rank)
+        if config.optim.lora:
+            self.model = setup.with_lora(self.model, config.optim.lora_rank)
         self.model.train()
         self.policy = HFPolicy(self.model, self.tokenizer, config=HFPolicyConfig(model=config.model, seed=config.seed))
         self.rollout_policy = setup.rollout_policy(config, self.policy, self.tokenizer, self.rank)
@@ -103,7 +103,7 @@ class Trainer:
         if self.learner.second_model is not None:
             self.second_model = self.learner.second_model(SecondModelContext(
                 learner_config=self.learner_config, policy_model=config.model, seed=config.seed, device=config.device,
-                micro_batch=config.micro_batch, max_grad_norm=config.max_grad_norm,
+                micro_batch=config.optim.micro_batch, max_grad_norm=config.optim.max_grad_norm,
                 load_model=lambda name, seed: setup.load_model(name, seed, config.device), optimizer=self._optimizer,
                 policy_gradient_step=policy_gradient_step))
             self.models.update(self.second_model.models)
@@ -113,8 +113,8 @@ class Trainer:
         with self.accelerator.main_process_first() if self.accelerator else nullcontext():
             self.env = self._make_env("train")
         self.num_questions = len(self.env.unwrapped.records)
-        rollout = RolloutConfig(group_size=config.group_size, temperature=config.temperature,
-                                max_turn_tokens=config.max_turn_tokens, max_response_tokens=config.max_response_tokens, seed=config.seed)
+        rollout = RolloutConfig(group_size=config.rollout.group_size, temperature=config.rollout.temperature,
+                                max_turn_tokens=config.rollout.max_turn_tokens, max_response_tokens=config.rollout.max_response_tokens, seed=config.seed)
         self.engine = RolloutEngine(self.rollout_policy, lambda: self._make_env("train"), rollout)
         self.sync_weights = WeightSync(config, self.model, self.tokenizer, self.rollout_policy, self.out, self.accelerator, self.is_main)
         """Call to push the trained weights to every rollout server (0 s with the in-process backend)."""
@@ -133,7 +133,7 @@ class Trainer:
             raise
 
     def _optimizer(self, model: torch.nn.Module):
-        return setup.make_optimizer(model, self.config.lr, self.config.warmup_steps)
+        return setup.make_optimizer(model, self.config.optim.lr, self.config.optim.warmup_steps)
 
     @property
     def is_main(self) -> bool:
@@ -142,23 +142,23 @@ class Trainer:
 
     def _make_env(self, split: str) -> gym.Env:
         c = self.config
-        kwargs: dict[str, Any] = dict(max_turns=c.max_turns, top_k=c.top_k, cache_dir=self.out / "cache", **c.env_options)
-        if c.env_id == "SearchQA-Synthetic-v0":
-            kwargs.update(num_entities=c.num_entities, hops=c.hops, split=split, seed=c.seed,
-                          num_questions=c.num_questions if split == "train" else max(c.eval_questions, 1))
+        kwargs: dict[str, Any] = dict(max_turns=c.env.max_turns, top_k=c.env.top_k, cache_dir=self.out / "cache", **c.env.options)
+        if c.env.id == "SearchQA-Synthetic-v0":
+            kwargs.update(num_entities=c.env.num_entities, hops=c.env.hops, split=split, seed=c.seed,
+                          num_questions=c.env.num_questions if split == "train" else max(c.eval_questions, 1))
         else:
-            kwargs.update(data_path=c.data_path, corpus_path=c.corpus_path)
+            kwargs.update(data_path=c.env.data_path, corpus_path=c.env.corpus_path)
         for key, value in self.learner_env_options().items():
             kwargs.setdefault(key, value)
-        return gym.make(c.env_id, **kwargs)
+        return gym.make(c.env.id, **kwargs)
 
     def learner_env_options(self) -> dict[str, Any]:
         """The env options the learner asks for (its judge, its entity matching, its second model's ranker),
         for evaluating on envs the trainer does not build itself; the run's `env_options` win over them."""
         needs = self.learner.needs
         options = needs.options(self.learner_config)
-        if needs.judge and self.config.judge is not None:
-            options["judge"] = self.config.judge
+        if needs.judge and self.config.env.judge is not None:
+            options["judge"] = self.config.env.judge
         if self.second_model is not None:
             options.update(self.second_model.env_options())
         return options
@@ -197,7 +197,7 @@ class Trainer:
         })
         if stats.kl is not None:
             metrics["loss/kl"] = stats.kl
-        if c.rollout_backend != "hf":
+        if c.rollout.backend != "hf":
             metrics["time/sync_s"] = sync_s
         metrics.update(targets.metrics)
         if self.second_model is not None:
@@ -226,14 +226,14 @@ class Trainer:
         c, lc = self.config, self.learner_config
         optimizer, scheduler = self.optimizers["policy"]
         optimizer.zero_grad(set_to_none=True)
-        kwargs = {"pad_id": self.tokenizer.pad_token_id, "micro_batch": c.micro_batch, "eps_low": lc.eps_low, "eps_high": lc.eps_high,
-                  "aggregation": lc.aggregation, "kl_coef": lc.kl_coef, "reference": self.reference, "norm_length": c.max_response_tokens,
-                  "temperature": c.temperature, "clip_ratio_c": lc.clip_ratio_c}
+        kwargs = {"pad_id": self.tokenizer.pad_token_id, "micro_batch": c.optim.micro_batch, "eps_low": lc.eps_low, "eps_high": lc.eps_high,
+                  "aggregation": lc.aggregation, "kl_coef": lc.kl_coef, "reference": self.reference, "norm_length": c.rollout.max_response_tokens,
+                  "temperature": c.rollout.temperature, "clip_ratio_c": lc.clip_ratio_c}
         params = [p for p in self.model.parameters() if p.requires_grad]
         acc = self.accelerator
         if acc is None:
             stats = policy_gradient_step(self.model, trajectories, targets, **kwargs)
-            grad_norm = torch.nn.utils.clip_grad_norm_(params, c.max_grad_norm)
+            grad_norm = torch.nn.utils.clip_grad_norm_(params, c.optim.max_grad_norm)
         else:
             rows, tokens = loss_rows(trajectories, targets)
             total_tokens, total_rows = all_reduce_sum(acc, [tokens, len(rows)])
@@ -242,7 +242,7 @@ class Trainer:
                 local = policy_gradient_step(self.model, trajectories, targets, denominator=denominator, backward=acc.backward, **kwargs)
             sum_gradients(acc, params)
             stats = global_stats(acc, local, total_tokens)
-            grad_norm = acc.clip_grad_norm_(params, c.max_grad_norm)
+            grad_norm = acc.clip_grad_norm_(params, c.optim.max_grad_norm)
         optimizer.step()
         scheduler.step()
         return stats, grad_norm
@@ -258,12 +258,12 @@ class Trainer:
 
     def evaluate(self, count: int | None = None) -> dict[str, float]:
         """Greedy EM/F1 on the first `count` test-split questions (synthetic world) or training questions."""
-        split = "test" if self.config.env_id == "SearchQA-Synthetic-v0" else "train"
+        split = "test" if self.config.env.id == "SearchQA-Synthetic-v0" else "train"
         return greedy_eval(self.rollout_policy, lambda: self._make_env(split), self.engine.config, count or self.config.eval_questions)
 
     def run(self, progress: bool = False) -> list[dict[str, float]]:
         """Cold start (when configured and not resumed), then RL steps up to `config.steps`."""
-        if self.step == 0 and self.config.cold_start_steps > 0:
+        if self.step == 0 and self.config.optim.cold_start_steps > 0:
             self.cold_start()
         history = []
         steps = range(self.step, self.config.steps)
@@ -318,5 +318,5 @@ def _check_config_version(path: Path, state: dict[str, Any]) -> None:
     version = (state.get("config") or {}).get("version", 1)
     if version != setup.CONFIG_VERSION:
         raise CheckpointError(f"{path} was written with training config version {version}, this is version "
-                              f"{setup.CONFIG_VERSION} (the learner's options moved into its own config); start a new out_dir "
+                              f"{setup.CONFIG_VERSION} (options now nested: learner, env, rollout, optim); start a new out_dir "
                               "or resume with the searchgym version that wrote it")

@@ -7,7 +7,9 @@ import pytest
 import torch
 
 from agents.train import TrainConfig
+from agents.learners import CWGRPOConfig
 from agents.train.checkpoint import list_checkpoints
+from agents.train.config import RolloutConfig
 from agents.train.trainer import Trainer
 from searchgym.errors import ConfigError
 
@@ -16,7 +18,7 @@ def tiny_config(tmp_path, **overrides) -> TrainConfig:
     base = dict(model="tiny", num_entities=300, num_questions=20, hops=(1,), steps=2, questions_per_step=2, group_size=2,
                 max_turn_tokens=12, max_response_tokens=64, max_turns=2, micro_batch=2, out_dir=str(tmp_path / "run"), lr=1e-3)
     base.update(overrides)
-    return TrainConfig(**base)
+    return TrainConfig.from_flat(**base)
 
 
 @pytest.mark.parametrize("learner", ["grpo", "cw-grpo", "e-grpo", "cosearch"])
@@ -79,7 +81,17 @@ def test_config_errors():
     with pytest.raises(ConfigError, match="learner"):
         TrainConfig(learner="ppo")
     with pytest.raises(ConfigError, match="group_size"):
-        TrainConfig(group_size=1)
+        RolloutConfig(group_size=1)
+    with pytest.raises(ConfigError, match="TrainConfig.env must be an EnvConfig"):
+        TrainConfig(env={"hops": (1,)})
+    with pytest.raises(ConfigError, match="unknown training option 'hop'"):
+        TrainConfig.from_flat(hop=(1,))
+
+
+def test_flat_names_map_to_their_one_nested_place():
+    config = TrainConfig.from_flat(learner="cw-grpo", hops=(1, 2), lr=1e-5, group_size=3, kl_coef=0.0, env_id="SearchQA-Synthetic-v0", steps=5)
+    assert (config.env.hops, config.optim.lr, config.rollout.group_size, config.steps) == ((1, 2), 1e-5, 3, 5)
+    assert config.learner == CWGRPOConfig(kl_coef=0.0)
 
 
 def test_a_checkpoint_of_the_old_config_layout_is_refused_by_version(tmp_path):
@@ -98,8 +110,6 @@ def test_a_checkpoint_of_the_old_config_layout_is_refused_by_version(tmp_path):
 
 
 def test_a_learner_is_named_or_given_as_its_config():
-    from agents.learners import CWGRPOConfig
-
     assert TrainConfig(learner="cw-grpo").learner == CWGRPOConfig()
     config = TrainConfig(learner=CWGRPOConfig(alpha=2.0))
     assert config.learner_name == "cw-grpo" and config.learner.alpha == 2.0

@@ -36,6 +36,7 @@ from agents.policies.hf import HFPolicy, HFPolicyConfig
 from agents.rollout import RolloutEngine
 from agents.learners import GRPOConfig
 from agents.train import TrainConfig
+from agents.train.config import OptimConfig, RolloutConfig
 from agents.train.trainer import Trainer
 from searchgym.errors import BackendError, ConfigError
 from tests.agents.fake_sglang import FakeSGLang
@@ -51,7 +52,7 @@ BASE = {
 
 
 def sglang_config(tmp_path, urls, **overrides) -> TrainConfig:
-    return TrainConfig(**{**BASE, "out_dir": str(tmp_path / "run"), "sglang_urls": tuple(urls), **overrides})
+    return TrainConfig.from_flat(**{**BASE, "out_dir": str(tmp_path / "run"), "sglang_urls": tuple(urls), **overrides})
 
 
 def fake_server() -> FakeSGLang:
@@ -215,39 +216,40 @@ def _step_questions(trainer: Trainer) -> list[int]:
 
 def test_config_rejects_bad_backend_combinations():
     with pytest.raises(ConfigError, match="needs at least one server"):
-        TrainConfig(rollout_backend="sglang")
-    with pytest.raises(ConfigError, match="rollout_backend is 'hf'"):
-        TrainConfig(sglang_urls=("http://127.0.0.1:30000",))
+        RolloutConfig(backend="sglang")
+    with pytest.raises(ConfigError, match="rollout backend is 'hf'"):
+        RolloutConfig(sglang_urls=("http://127.0.0.1:30000",))
     with pytest.raises(ConfigError, match="http:// or https://"):
-        TrainConfig(rollout_backend="sglang", sglang_urls=("127.0.0.1:30000",))
+        RolloutConfig(backend="sglang", sglang_urls=("127.0.0.1:30000",))
     with pytest.raises(ConfigError, match="twice"):
-        TrainConfig(rollout_backend="sglang", sglang_urls=("http://a:1", "http://a:1/"))
+        RolloutConfig(backend="sglang", sglang_urls=("http://a:1", "http://a:1/"))
     with pytest.raises(ConfigError, match="string"):
-        TrainConfig(rollout_backend="sglang", sglang_urls="http://a:1")  # type: ignore[arg-type]
+        RolloutConfig(backend="sglang", sglang_urls="http://a:1")  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="lora"):
-        TrainConfig(rollout_backend="sglang", sglang_urls=("http://a:1",), lora=True)
-    with pytest.raises(ConfigError, match="rollout_backend"):
-        TrainConfig(rollout_backend="vllm")  # type: ignore[arg-type]
+        TrainConfig(rollout=RolloutConfig(backend="sglang", sglang_urls=("http://a:1",)), optim=OptimConfig(lora=True))
+    with pytest.raises(ConfigError, match="rollout backend must be one of"):
+        RolloutConfig(backend="vllm")  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="weight_sync"):
-        TrainConfig(weight_sync="nccl")  # type: ignore[arg-type]
+        RolloutConfig(weight_sync="nccl")  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="sglang_timeout_s"):
-        TrainConfig(sglang_timeout_s=0)
-    assert TrainConfig(rollout_backend="sglang", sglang_urls=["http://a:1", "http://b:2"]).sglang_urls == ("http://a:1", "http://b:2")
+        RolloutConfig(sglang_timeout_s=0)
+    assert RolloutConfig(backend="sglang", sglang_urls=["http://a:1", "http://b:2"]).sglang_urls == ("http://a:1", "http://b:2")
 
 
-def test_the_cli_builds_the_backend_options():
-    import argparse
+@pytest.mark.parametrize("flags", [
+    ["--rollout.backend", "sglang", "--rollout.sglang-urls", "http://127.0.0.1:30000", "http://127.0.0.1:30001", "--rollout.weight-sync", "tensors"],
+    # the previous layout's flat flags, aliases for one version
+    ["--rollout-backend", "sglang", "--sglang-urls", "http://127.0.0.1:30000", "http://127.0.0.1:30001", "--weight-sync", "tensors"],
+])
+def test_the_cli_builds_the_backend_options(flags):
+    from agents.cli import build_parser
+    from agents.cli.train import config_from_args
 
-    from agents.cli.dataclass_args import add_dataclass_arguments, dataclass_from_args
-
-    parser = argparse.ArgumentParser()
-    add_dataclass_arguments(parser, TrainConfig)
-    args = parser.parse_args(["--rollout-backend", "sglang", "--sglang-urls", "http://127.0.0.1:30000", "http://127.0.0.1:30001",
-                              "--weight-sync", "tensors", "--device", "cpu"])
-    config = dataclass_from_args(TrainConfig, args)
-    assert config.sglang_urls == ("http://127.0.0.1:30000", "http://127.0.0.1:30001") and config.weight_sync == "tensors"
+    parser = build_parser()
+    config = config_from_args(parser.parse_args(["train", *flags, "--device", "cpu"]))
+    assert config.rollout.sglang_urls == ("http://127.0.0.1:30000", "http://127.0.0.1:30001") and config.rollout.weight_sync == "tensors"
     with pytest.raises(SystemExit):
-        parser.parse_args(["--rollout-backend", "vllm"])
+        parser.parse_args(["train", "--rollout.backend", "vllm"])
 
 
 def test_an_unreachable_server_is_a_typed_error_in_bounded_time(tmp_path):
@@ -381,7 +383,7 @@ from agents.learners import GRPOConfig
 from agents.train import TrainConfig
 from agents.train.trainer import Trainer
 config = json.loads(sys.argv[1])
-trainer = Trainer(TrainConfig(**{**config, "learner": GRPOConfig(**config["learner"])}))
+trainer = Trainer(TrainConfig.from_flat(**{**config, "learner": GRPOConfig(**config["learner"])}))
 trainer.cold_start()
 metrics = trainer.train_step()
 version = trainer.rollout_policy.members[0].model_info()["weight_version"]
