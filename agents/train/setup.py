@@ -7,12 +7,14 @@ import importlib.util
 import json
 import random
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
 from agents.models import TinyModelConfig, build_tiny_model, load_model_and_tokenizer
+from agents.train.checkpoint import CheckpointError
 from searchgym.errors import BackendError, ConfigError
 
 CONFIG_VERSION = 2
@@ -86,3 +88,25 @@ def jsonable_config(config) -> dict[str, Any]:
     """The config as JSON values, with the learner's registered name and the layout version."""
     out = json.loads(json.dumps(asdict(config), default=str))
     return {"version": CONFIG_VERSION, "learner_name": config.learner_name, **out}
+
+
+def env_kwargs(config, split: str, cache_dir: Path) -> dict[str, Any]:
+    """`gym.make` keyword arguments of the run's env for `split` (the synthetic world's train or test split;
+    other envs ignore it), before what the learner asks for."""
+    e = config.env
+    kwargs: dict[str, Any] = dict(max_turns=e.max_turns, top_k=e.top_k, cache_dir=cache_dir, **e.options)
+    if e.id == "SearchQA-Synthetic-v0":
+        kwargs.update(num_entities=e.num_entities, hops=e.hops, split=split, seed=config.seed,
+                      num_questions=e.num_questions if split == "train" else max(config.eval_questions, 1))
+    else:
+        kwargs.update(data_path=e.data_path, corpus_path=e.corpus_path)
+    return kwargs
+
+
+def check_config_version(path: Path, state: dict[str, Any]) -> None:
+    """Refuse a checkpoint whose config layout this version cannot read, before any weight is loaded."""
+    version = (state.get("config") or {}).get("version", 1)
+    if version != CONFIG_VERSION:
+        raise CheckpointError(f"{path} was written with training config version {version}, this is version "
+                              f"{CONFIG_VERSION} (options now nested: learner, env, rollout, optim); start a new out_dir "
+                              "or resume with the searchgym version that wrote it")

@@ -44,7 +44,7 @@ from agents.learners.registry import SecondModelContext, learner_for_config
 from agents.policies.hf import HFPolicy, HFPolicyConfig
 from agents.rollout import RolloutConfig, RolloutEngine
 from agents.train import setup
-from agents.train.checkpoint import CheckpointError, list_checkpoints, load_checkpoint, save_checkpoint
+from agents.train.checkpoint import list_checkpoints, load_checkpoint, save_checkpoint
 from agents.train.config import TrainConfig
 from agents.train.distributed import all_reduce_sum, make_accelerator, merge_metrics, shard, sum_gradients
 from agents.train.evaluate import greedy_eval
@@ -141,16 +141,10 @@ class Trainer:
         return self.rank == 0
 
     def _make_env(self, split: str) -> gym.Env:
-        c = self.config
-        kwargs: dict[str, Any] = dict(max_turns=c.env.max_turns, top_k=c.env.top_k, cache_dir=self.out / "cache", **c.env.options)
-        if c.env.id == "SearchQA-Synthetic-v0":
-            kwargs.update(num_entities=c.env.num_entities, hops=c.env.hops, split=split, seed=c.seed,
-                          num_questions=c.env.num_questions if split == "train" else max(c.eval_questions, 1))
-        else:
-            kwargs.update(data_path=c.env.data_path, corpus_path=c.env.corpus_path)
+        kwargs = setup.env_kwargs(self.config, split, self.out / "cache")
         for key, value in self.learner_env_options().items():
-            kwargs.setdefault(key, value)
-        return gym.make(c.env.id, **kwargs)
+            kwargs.setdefault(key, value)  # the run's own env options win over the learner's
+        return gym.make(self.config.env.id, **kwargs)
 
     def learner_env_options(self) -> dict[str, Any]:
         """The env options the learner asks for (its judge, its entity matching, its second model's ranker),
@@ -292,7 +286,7 @@ class Trainer:
         return save_checkpoint(self.out / "checkpoints", self.step, self.models, self.optimizers, state)
 
     def _restore(self, path: Path) -> None:
-        state = load_checkpoint(path, self.models, self.optimizers, check=_check_config_version)
+        state = load_checkpoint(path, self.models, self.optimizers, check=setup.check_config_version)
         self.step = int(path.name.split("-")[1])
         self.position = int(state["position"])
         self.policy.mark_updated()
@@ -311,12 +305,3 @@ class Trainer:
         self.metrics_log.close()
         if self.accelerator is not None:
             self.accelerator.end_training()
-
-
-def _check_config_version(path: Path, state: dict[str, Any]) -> None:
-    """Refuse a checkpoint whose config layout this version cannot read, before any weight is loaded."""
-    version = (state.get("config") or {}).get("version", 1)
-    if version != setup.CONFIG_VERSION:
-        raise CheckpointError(f"{path} was written with training config version {version}, this is version "
-                              f"{setup.CONFIG_VERSION} (options now nested: learner, env, rollout, optim); start a new out_dir "
-                              "or resume with the searchgym version that wrote it")
