@@ -12,7 +12,7 @@ text never do. The per-token losses are then aggregated (`aggregate`), optionall
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 import torch
 
@@ -30,7 +30,7 @@ Aggregation = Literal["token-mean", "seq-mean", "seq-mean-token-sum-norm"]
 - `seq-mean-token-sum-norm` (Dr.GRPO): sum over each sequence's tokens divided by a constant
   `norm_length`, then mean over all B sequences, so long answers are not down-weighted per token.
 """
-AGGREGATIONS: tuple[str, ...] = ("token-mean", "seq-mean", "seq-mean-token-sum-norm")
+AGGREGATIONS: tuple[str, ...] = get_args(Aggregation)
 
 
 def _check_bt(name: str, tensor: torch.Tensor, shape: torch.Size) -> None:

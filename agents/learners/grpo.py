@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import torch
 
@@ -34,7 +34,7 @@ __all__ = ["REWARD_KEYS", "GRPOConfig", "RewardKey", "batch_advantages", "grpo_a
 RewardKey = Literal["em", "f1", "cover_em", "answer"]
 """Which outcome the reward is: `em`, `f1`, `cover_em` (always reported by the env) or `answer` (the
 env's configured answer reward, i.e. the reward `step` returned on the answering step)."""
-REWARD_KEYS: tuple[str, ...] = ("em", "f1", "cover_em", "answer")
+REWARD_KEYS: tuple[str, ...] = get_args(RewardKey)
 
 
 @dataclass
@@ -67,7 +67,7 @@ class GRPOConfig:
     def __post_init__(self) -> None:
         if self.reward_key not in REWARD_KEYS:
             raise ConfigError(f"reward_key must be one of {REWARD_KEYS}, got {self.reward_key!r}")
-        if self.scale not in ("std", "none"):
+        if self.scale not in get_args(AdvantageScale):
             raise ConfigError(f"scale must be 'std' (GRPO) or 'none' (Dr.GRPO), got {self.scale!r}")
         if not (self.eps >= 0 and math.isfinite(self.eps)):
             raise ConfigError(f"eps must be a finite number >= 0, got {self.eps}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import inspect
 import textwrap
+import typing
 from functools import lru_cache
 
 
@@ -32,3 +33,16 @@ def field_docs(cls: type) -> dict[str, str]:
 def field_doc(cls: type, name: str) -> str:
     """The attribute docstring of field `name` of `cls` ("" when it has none)."""
     return field_docs(cls).get(name, "")
+
+
+def field_choices(cls: type, name: str) -> list:
+    """The values of field `name`'s `Literal[...]` type, so a CLI's choices are the config's own.
+
+    >>> from searchgym.retrieval.encoders import EncoderConfig
+    >>> field_choices(EncoderConfig, "pooling")
+    ['auto', 'mean', 'cls']
+    """
+    kind = typing.get_type_hints(cls)[name]
+    if typing.get_origin(kind) is not typing.Literal:
+        raise TypeError(f"{cls.__name__}.{name} is not a Literal field")
+    return list(typing.get_args(kind))
