@@ -47,6 +47,7 @@ from agents.learners.batch import LearnerBatch, Trajectory
 from agents.learners.grpo import GRPOConfig, RewardKey, grpo_advantages, outcome_reward
 from agents.learners.registry import EnvNeeds, SecondModel, SecondModelContext, register_learner
 from searchgym.errors import ConfigError
+from searchgym.info import StepInfo
 from searchgym.rewards import cover_exact_match
 
 __all__ = [
@@ -205,7 +206,7 @@ class RankerCall:
 
 
 def calls_from_trajectory(
-    infos: Sequence[Mapping[str, Any]],
+    infos: Sequence[StepInfo],
     *,
     texts: Mapping[str, str] | Callable[[str], str] | None = None,
     trajectory: int = 0,

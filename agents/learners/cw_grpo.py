@@ -30,9 +30,8 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
@@ -42,6 +41,7 @@ from agents.learners.grpo import GRPOConfig
 from agents.learners.registry import EnvNeeds, register_learner
 from agents.learners.grpo import batch_advantages as grpo_batch_advantages
 from searchgym.errors import ConfigError
+from searchgym.info import StepInfo, TurnLabels
 
 logger = logging.getLogger(__name__)
 
@@ -126,13 +126,13 @@ def round_advantages(
     return out
 
 
-def _p(labels: Mapping[str, Any] | None) -> int:
+def _p(labels: TurnLabels | None) -> int:
     if not labels or labels.get("failed") or labels.get("pending"):
         return 0
     return 1 if labels.get("contribution") == 1 else 0
 
 
-def round_contributions(infos: Sequence[Mapping[str, Any]]) -> tuple[list[int], bool]:
+def round_contributions(infos: Sequence[StepInfo]) -> tuple[list[int], bool]:
     """(p_t for each search round, whether the trajectory ends with an answer) from its step infos.
 
     Labels come from the episode summary's `turn_labels` when the last info has it (deferred judges
@@ -141,7 +141,7 @@ def round_contributions(infos: Sequence[Mapping[str, Any]]) -> tuple[list[int], 
     if not infos:
         raise ConfigError("a trajectory needs at least one step info")
     episode = infos[-1].get("episode")
-    labels: Sequence[Mapping[str, Any] | None]
+    labels: Sequence[TurnLabels | None]
     if episode is not None and len(episode.get("turn_labels", ())) == len(infos):
         labels = episode["turn_labels"]
     else:
@@ -156,7 +156,7 @@ def round_contributions(infos: Sequence[Mapping[str, Any]]) -> tuple[list[int], 
 
 
 def trajectory_round_advantages(
-    infos: Sequence[Mapping[str, Any]], outcome_advantage: float, alpha: float = math.inf
+    infos: Sequence[StepInfo], outcome_advantage: float, alpha: float = math.inf
 ) -> list[float]:
     """One advantage per step of the trajectory (step infos in order), A_i being its GRPO advantage."""
     contributions, answered = round_contributions(infos)
@@ -164,7 +164,7 @@ def trajectory_round_advantages(
 
 
 def token_advantages(
-    trajectories: Sequence[Sequence[Mapping[str, Any]]],
+    trajectories: Sequence[Sequence[StepInfo]],
     outcome_advantages: Sequence[float] | torch.Tensor,
     spans: Sequence[Sequence[tuple[int, int]]],
     seq_len: int,

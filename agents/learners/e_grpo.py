@@ -23,9 +23,9 @@ Choices where the method's description is silent:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, get_args
+from typing import get_args
 
 import torch
 
@@ -36,6 +36,7 @@ from agents.learners.registry import EnvNeeds, register_learner
 from searchgym.entities import relative_rates
 from searchgym.envs.search_qa import EntityMatch
 from searchgym.errors import ConfigError
+from searchgym.info import StepInfo
 
 __all__ = ["EGRPOConfig", "batch_advantages", "entity_aware_rewards", "entity_rate", "format_error", "group_rewards", "loss_mask"]
 
@@ -97,7 +98,7 @@ def entity_aware_rewards(
     return rewards
 
 
-def entity_rate(infos: Sequence[Mapping[str, Any]]) -> float:
+def entity_rate(infos: Sequence[StepInfo]) -> float:
     """gamma of a trajectory: the episode's `entity_rate`, else the last step's `entities.rate`, else 0."""
     if not infos:
         return 0.0
@@ -109,7 +110,7 @@ def entity_rate(infos: Sequence[Mapping[str, Any]]) -> float:
     return float(entities["rate"]) if entities else 0.0
 
 
-def format_error(infos: Sequence[Mapping[str, Any]]) -> bool:
+def format_error(infos: Sequence[StepInfo]) -> bool:
     """True unless the trajectory ended with a well-formed answer (`episode["format_valid"]`)."""
     if not infos:
         return True
@@ -118,7 +119,7 @@ def format_error(infos: Sequence[Mapping[str, Any]]) -> bool:
 
 
 def group_rewards(
-    trajectories: Sequence[Sequence[Mapping[str, Any]]],
+    trajectories: Sequence[Sequence[StepInfo]],
     overlong: Sequence[bool],
     *,
     alpha: float = 0.3,

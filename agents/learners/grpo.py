@@ -18,9 +18,9 @@ Options every learner inherits (all in `GRPOConfig`):
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import Literal, get_args
 
 import torch
 
@@ -28,6 +28,7 @@ from agents.core import AGGREGATIONS, AdvantageScale, Aggregation, dynamic_sampl
 from agents.learners.batch import LearnerBatch, Trajectory
 from agents.learners.registry import register_learner
 from searchgym.errors import ConfigError
+from searchgym.info import StepInfo
 
 __all__ = ["REWARD_KEYS", "GRPOConfig", "RewardKey", "batch_advantages", "grpo_advantages", "outcome_reward"]
 
@@ -83,7 +84,7 @@ class GRPOConfig:
             raise ConfigError(f"clip_ratio_c must be > 1 (verl uses 3), or None for no dual clip; got {self.clip_ratio_c}")
 
 
-def outcome_reward(infos: Sequence[Mapping[str, Any]], key: RewardKey = "em") -> float:
+def outcome_reward(infos: Sequence[StepInfo], key: RewardKey = "em") -> float:
     """The trajectory's outcome reward from its step infos (the last one ends the episode).
 
     Reads the episode summary (`info["episode"][key]`) when the last info has one, else the last step's
