@@ -39,6 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from agents.train import TrainConfig
+from agents.train.config import EnvConfig, OptimConfig, RolloutConfig
 from benchmarks.curves import plot_curves
 from benchmarks.progress import counting_calls, counting_passes, generation_budget, phase
 
@@ -77,7 +78,7 @@ class Preset:
     template: str | None = None
     """None: Search-R1's instruction."""
     rollout_backend: str = "hf"
-    """`hf` samples in the training process; `sglang` on `servers` SGLang servers (`TrainConfig.rollout_backend`)."""
+    """`hf` samples in the training process; `sglang` on `servers` SGLang servers (`RolloutConfig.backend`)."""
     servers: int = 0
     """SGLang servers the preset expects, by default at http://127.0.0.1:30000, :30001, ... (`--sglang-urls`)."""
     weight_sync: str = "disk"
@@ -99,12 +100,12 @@ PRESETS = {
 
 
 def backend_options(preset: Preset, urls: list[str] | None = None) -> dict:
-    """The TrainConfig fields that say where rollouts are sampled and where the update runs."""
-    options = {"device": preset.device, "rollout_backend": preset.rollout_backend}
+    """Where rollouts are sampled (`RolloutConfig` fields, under "rollout") and where the update runs ("device")."""
+    rollout: dict = {"backend": preset.rollout_backend}
     if preset.rollout_backend == "sglang":
-        options["sglang_urls"] = tuple(urls or [f"http://127.0.0.1:{30000 + i}" for i in range(max(preset.servers, 1))])
-        options["weight_sync"] = preset.weight_sync
-    return options
+        rollout["sglang_urls"] = tuple(urls or [f"http://127.0.0.1:{30000 + i}" for i in range(max(preset.servers, 1))])
+        rollout["weight_sync"] = preset.weight_sync
+    return {"device": preset.device, "rollout": rollout}
 
 
 def hotpotqa_eval(trainer, path: str, questions: int) -> dict[str, float]:
@@ -117,18 +118,18 @@ def hotpotqa_eval(trainer, path: str, questions: int) -> dict[str, float]:
     from searchgym.envs import SearchQAEnv
 
     c = trainer.config
-    first = gym.make("SearchQA-HotpotQA-v0", data_path=path, limit=questions, max_turns=c.max_turns, top_k=c.top_k,
-                     cache_dir=trainer.out / "cache", **c.env_options).unwrapped
+    first = gym.make("SearchQA-HotpotQA-v0", data_path=path, limit=questions, max_turns=c.env.max_turns, top_k=c.env.top_k,
+                     cache_dir=trainer.out / "cache", **c.env.options).unwrapped
     # Every episode's env shares the first one's questions, corpus and index: one env per question (the
     # rollout engine's evaluation layout) would otherwise reread the file and reload the index each time.
     # COSEARCH's agent searches through its trained ranker, as in training.
-    options = {**c.env_options, **trainer.ranker_env_options()}
+    options = {**trainer.learner_env_options(), **c.env.options}
 
     def make():
-        return SearchQAEnv(first.records, first.corpus, retriever=first.retriever, max_turns=c.max_turns, top_k=c.top_k, cache_dir=False, **options)
+        return SearchQAEnv(first.records, first.corpus, retriever=first.retriever, max_turns=c.env.max_turns, top_k=c.env.top_k, cache_dir=False, **options)
 
-    result = evaluate(trainer.rollout_policy, make, questions=questions, max_turn_tokens=c.max_turn_tokens,
-                      max_response_tokens=c.max_response_tokens, seed=c.seed, progress=True)
+    result = evaluate(trainer.rollout_policy, make, questions=questions, max_turn_tokens=c.rollout.max_turn_tokens,
+                      max_response_tokens=c.rollout.max_response_tokens, seed=c.seed, progress=True)
     m = result["metrics"]
     return {"hotpotqa/em": m["avg@1/em"], "hotpotqa/f1": m["avg@1/f1"], "hotpotqa/searches": m["searches_per_episode"],
             "hotpotqa/questions": float(result["questions"])}
@@ -143,14 +144,14 @@ def _load(trainer_class, config: TrainConfig, what: str, model: str):
 
 def _local_model(trainer):
     """The torch module that samples the trainer's rollouts in this process (None when a server does)."""
-    return trainer.model if trainer.config.rollout_backend == "hf" else None
+    return trainer.model if trainer.config.rollout.backend == "hf" else None
 
 
 def _evaluate(trainer, what: str) -> dict[str, float]:
     """`trainer.evaluate()` behind a progress bar of model passes against their upper bound."""
     c = trainer.config
     rows = getattr(getattr(trainer.rollout_policy, "config", None), "max_batch_rows", None)
-    budget = generation_budget(c.eval_questions, c.max_turns, c.max_turn_tokens, rows)
+    budget = generation_budget(c.eval_questions, c.env.max_turns, c.rollout.max_turn_tokens, rows)
     with phase(f"[{what}] greedy eval, {c.eval_questions} test questions (model passes, at most)", budget, "pass") as bar, \
             counting_passes(_local_model(trainer), bar):
         return trainer.evaluate()
@@ -159,8 +160,8 @@ def _evaluate(trainer, what: str) -> dict[str, float]:
 def _cold_start(trainer) -> list[float]:
     """`trainer.cold_start()` behind a progress bar of its forward passes (one per micro-batch)."""
     c = trainer.config
-    passes = c.cold_start_steps * math.ceil(c.cold_start_batch / c.micro_batch)
-    with phase(f"[cold start] {c.cold_start_steps} supervised steps (model passes)", passes, "pass") as bar, counting_passes(trainer.model, bar):
+    passes = c.optim.cold_start_steps * math.ceil(c.optim.cold_start_batch / c.optim.micro_batch)
+    with phase(f"[cold start] {c.optim.cold_start_steps} supervised steps (model passes)", passes, "pass") as bar, counting_passes(trainer.model, bar):
         return trainer.cold_start()
 
 
@@ -183,12 +184,14 @@ def _run_seed(preset: Preset, learners: list[str], steps: int, seed: int, out: P
     env_options = {"template": preset.template} if preset.template else {}
     backend = backend or {}
 
-    def config(learner: str, model: str, run: str, **extra) -> TrainConfig:
-        return TrainConfig(learner=learner, model=model, num_entities=preset.num_entities, hops=preset.hops, steps=steps,
-                           questions_per_step=preset.questions, group_size=preset.group, eval_questions=preset.eval_questions,
-                           max_turn_tokens=preset.max_turn_tokens, max_response_tokens=preset.max_response_tokens, top_k=preset.top_k,
-                           lr=preset.lr, seed=seed, out_dir=str(out / run), resume=False, checkpoint_every=0,
-                           env_options=env_options, **backend, **extra)
+    def config(learner: str, model: str, run: str, cold_start_steps: int = 0) -> TrainConfig:
+        return TrainConfig(
+            learner=learner, model=model, steps=steps, questions_per_step=preset.questions, eval_questions=preset.eval_questions,
+            seed=seed, out_dir=str(out / run), resume=False, checkpoint_every=0, device=backend.get("device", "cpu"),
+            env=EnvConfig(num_entities=preset.num_entities, hops=preset.hops, top_k=preset.top_k, options=env_options),
+            rollout=RolloutConfig(group_size=preset.group, max_turn_tokens=preset.max_turn_tokens,
+                                  max_response_tokens=preset.max_response_tokens, **backend.get("rollout", {})),
+            optim=OptimConfig(lr=preset.lr, cold_start_steps=cold_start_steps))
 
     t0 = time.perf_counter()
     starter = _load(Trainer, config("grpo", preset.model, "cold_start", cold_start_steps=preset.cold_start_steps), "base policy",

@@ -294,17 +294,25 @@ class EntityMatcher:
     """Tracks one episode's gold-entity matches, turn by turn.
 
     `also`: further names to look for in the same scans (they never count as gold entities); see
-    `prepare_gold`.
+    `prepare_gold`. `exact=True` matches the thinking text as E-GRPO's paper states, by exact string
+    match: a gold name (its first spelling) occurs verbatim, case and punctuation included, anywhere in the
+    thinking; queries and documents are still scanned by the normalized rule (they are for analysis).
 
     >>> m = EntityMatcher(["Rome", "Tiber"])
     >>> m.update("The capital of Italy is Rome.", "Tiber river", ["The Tiber flows through Rome."])["new_in_thinking"]
     ['Rome']
     >>> m.update("So the river is the tiber", None, [])["rate"]
     1.0
+    >>> exact = EntityMatcher(["The Who", "Tiber"], exact=True)
+    >>> exact.update("I think of who, the band, and the tiber.", None, [])["matched_thinking"]
+    []
+    >>> exact.update("The Who played near the Tiber.", None, [])["matched_thinking"]
+    ['The Who', 'Tiber']
     """
 
-    def __init__(self, gold: Sequence[str], *, also: Sequence[str] = ()):
+    def __init__(self, gold: Sequence[str], *, also: Sequence[str] = (), exact: bool = False):
         names, self._phrases, m = prepare_gold(tuple(gold), tuple(also))
+        self.exact = exact
         self.gold: list[str] = list(names[:m])
         self._matched: set[str] = set()
         self.matched: list[str] = []
@@ -322,9 +330,14 @@ class EntityMatcher:
         phrases, gold, matched = self._phrases, self.gold, self._matched
         m = len(gold)
         new = []
-        for i in phrases.indices(thinking):
-            if i < m and gold[i] not in matched:
-                new.append(gold[i])
+        if self.exact:
+            for name in gold:
+                if name not in matched and name in thinking:
+                    new.append(name)
+        else:
+            for i in phrases.indices(thinking):
+                if i < m and gold[i] not in matched:
+                    new.append(gold[i])
         if new:
             matched.update(new)
             self.matched.extend(new)

@@ -41,3 +41,12 @@ def _has_module(name: str) -> bool:
     import importlib.util
 
     return importlib.util.find_spec(name) is not None
+
+
+def test_the_default_test_command_runs_the_library_doctests():
+    import tomllib
+
+    options = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
+    assert "--doctest-modules" in options["addopts"].split()
+    # without the packages in testpaths, a bare `pytest` collects doctests only under tests/
+    assert {"searchgym", "agents"} <= set(options["testpaths"])

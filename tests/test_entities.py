@@ -193,3 +193,33 @@ def test_phrase_set_remembers_texts_until_caches_are_cleared():
     generation = cache_generation()
     clear_caches()
     assert phrases._texts == {} and cache_generation() == generation + 1
+
+
+def test_exact_matching_is_the_verbatim_string():
+    # The normalized rule: "The Who" matches "who" (article and case dropped); the exact rule does not.
+    normalized = EntityMatcher(["The Who", "Becquerel"])
+    assert normalized.update("maybe who? or becquerel's lab", None, [])["matched_thinking"] == ["The Who", "Becquerel"]
+    exact = EntityMatcher(["The Who", "Becquerel"], exact=True)
+    assert exact.update("maybe who? or becquerel's lab", None, [])["rate"] == 0.0
+    # verbatim substrings count, even inside a longer word ("Becquerel's")
+    turn = exact.update("The Who met Becquerel's heirs", None, ["the who"])
+    assert (turn["matched_thinking"], turn["rate"]) == (["The Who", "Becquerel"], 1.0)
+    assert turn["in_docs"] == ["The Who"]  # documents keep the normalized scan
+
+
+def test_the_env_matches_entities_exactly_when_asked():
+    import gymnasium as gym
+
+    from searchgym.errors import ConfigError
+
+    rates = {}
+    for mode in ("normalized", "exact"):
+        env = gym.make("SearchQA-Synthetic-v0", num_entities=300, num_questions=5, cache_dir=False, entity_match=mode)
+        env.reset(seed=0, options={"index": 0})
+        gold = env.unwrapped.record.gold_entities[0]
+        *_, info = env.step(f"<think>{gold.lower()}</think><search>{gold}</search>")
+        rates[mode] = info["entities"]["rate"] > 0
+    assert gold.lower() != gold  # synthetic names are capitalized, so lower case is not the verbatim string
+    assert rates == {"normalized": True, "exact": False}
+    with pytest.raises(ConfigError, match="entity_match"):
+        gym.make("SearchQA-Synthetic-v0", num_entities=300, num_questions=5, cache_dir=False, entity_match="fuzzy")

@@ -1,57 +1,102 @@
 """Build argparse options from a config dataclass, with each field's attribute docstring as its help, so
-the CLI and the Python API share one definition of every option."""
+the CLI and the Python API share one definition of every option.
+
+A field whose type is itself a dataclass becomes a group of dotted flags (`TrainConfig.env.hops` is
+`--env.hops`); `dict` fields take JSON (`--env.options '{"template": "..."}'`); `bool` fields take
+`--x/--no-x`; `Literal` fields list their choices.
+"""
 
 from __future__ import annotations
 
 import argparse
-import ast
 import dataclasses
-import inspect
-import textwrap
+import json
+import types
 import typing
+from collections.abc import Mapping
 from typing import Any, Literal, get_args, get_origin
 
+from searchgym.cli.fields import field_docs
 
-def field_docs(cls: type) -> dict[str, str]:
-    """The attribute docstrings of a dataclass (the string literal after each field)."""
-    tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
-    body = tree.body[0].body  # type: ignore[attr-defined]
-    docs = {}
-    for node, nxt in zip(body, body[1:]):
-        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str):
-            docs[node.target.id] = " ".join(nxt.value.value.split())
-    return docs
+__all__ = ["add_dataclass_arguments", "dataclass_from_args", "field_docs", "json_object", "option_kwargs"]
 
 
-def add_dataclass_arguments(parser: argparse.ArgumentParser, cls: type, *, skip: tuple[str, ...] = ()) -> None:
+def json_object(text: str) -> dict:
+    """argparse type of a dict field: a JSON object."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise argparse.ArgumentTypeError(f"not JSON ({e.msg}): {text!r}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"expected a JSON object, got {text!r}")
+    return value
+
+
+def _float(text: str) -> float:
+    return float(text)  # accepts inf, which the learners' alpha uses
+
+
+def option_kwargs(kind: Any) -> dict[str, Any] | None:
+    """`add_argument` keyword arguments for a field of type `kind` (no dest, default or help), or None for a
+    type the command line cannot express."""
+    origin, args = get_origin(kind), get_args(kind)
+    if kind is bool:
+        return {"action": argparse.BooleanOptionalAction}
+    if origin is Literal:
+        return {"choices": list(args), "type": type(args[0])}
+    if origin is tuple:
+        return {"nargs": "+", "type": _float if args[0] is float else args[0]}
+    if origin in (typing.Union, types.UnionType):
+        inner = [a for a in args if a is not type(None)]
+        return option_kwargs(inner[0]) if len(inner) == 1 else {"type": str}
+    if kind is dict or origin is dict:
+        return {"type": json_object, "metavar": "JSON"}
+    if kind is float:
+        return {"type": _float}
+    if kind in (int, str):
+        return {"type": kind}
+    return None
+
+
+def add_dataclass_arguments(parser: argparse.ArgumentParser, cls: type, *, skip: tuple[str, ...] = (), prefix: str = "",
+                            aliases: Mapping[str, str] | None = None) -> None:
+    """One flag per field of `cls`, nested dataclass fields as dotted groups; defaults are None (unset), so
+    `dataclass_from_args` leaves the dataclass's own default in place. `aliases` maps a dotted field name
+    (`optim.lr`) to an older flag name (`lr`) that sets it too."""
+    aliases = aliases or {}
     docs = field_docs(cls)
     hints = typing.get_type_hints(cls)
+    target = parser if not prefix else parser.add_argument_group(f"{prefix.rstrip('.')} options", (cls.__doc__ or "").strip().splitlines()[0])
     for f in dataclasses.fields(cls):
         if f.name in skip:
             continue
-        flag = "--" + f.name.replace("_", "-")
-        default = f.default if f.default is not dataclasses.MISSING else None
         kind = hints[f.name]
-        help_text = docs.get(f.name, "") + (f" (default: {default})" if default is not None else "")
-        kwargs: dict[str, Any] = {"dest": f.name, "default": default, "help": help_text}
-        origin, args = get_origin(kind), get_args(kind)
-        if kind is bool:
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction, **kwargs)
+        if dataclasses.is_dataclass(kind):
+            add_dataclass_arguments(parser, kind, prefix=f"{prefix}{f.name}.", aliases=aliases)
             continue
-        if origin is Literal:
-            kwargs["choices"] = list(args)
-        elif origin is tuple:
-            kwargs.update(nargs="+", type=args[0])
-        elif origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
-            inner = [a for a in args if a is not type(None)]
-            kwargs["type"] = inner[0] if inner and inner[0] in (int, float, str) else str
-        elif kind in (int, float, str):
-            kwargs["type"] = kind
-        else:
-            continue  # dicts and other structured fields are Python-API only
-        parser.add_argument(flag, **kwargs)
+        kwargs = option_kwargs(kind)
+        if kwargs is None:
+            continue
+        default = f.default if f.default is not dataclasses.MISSING else (
+            f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
+        help_text = docs.get(f.name, "") + (f" (default: {default})" if default is not None else "")
+        flags = ["--" + prefix + f.name.replace("_", "-")]
+        if prefix + f.name in aliases:
+            flags.append("--" + aliases[prefix + f.name].replace("_", "-"))
+        target.add_argument(*flags, dest=prefix + f.name, default=None, help=help_text.replace("%", "%%"), **kwargs)
 
 
-def dataclass_from_args(cls: type, args: argparse.Namespace) -> Any:
-    names = {f.name for f in dataclasses.fields(cls)}
-    return cls(**{k: v for k, v in vars(args).items() if k in names and v is not None})
+def dataclass_from_args(cls: type, args: argparse.Namespace, *, prefix: str = "", **given: Any) -> Any:
+    """An instance of `cls` from parsed flags (unset flags keep the dataclass defaults); `given` are
+    field values already built (e.g. a learner config) that win over flags."""
+    values = vars(args)
+    hints = typing.get_type_hints(cls)
+    kwargs: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if f.name in given:
+            kwargs[f.name] = given[f.name]
+        elif dataclasses.is_dataclass(hints[f.name]):
+            kwargs[f.name] = dataclass_from_args(hints[f.name], args, prefix=f"{prefix}{f.name}.")
+        elif values.get(prefix + f.name) is not None:
+            kwargs[f.name] = values[prefix + f.name]
+    return cls(**kwargs)

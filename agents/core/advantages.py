@@ -11,7 +11,7 @@ Results are per element, in the layout of the input.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 import torch
 
@@ -83,7 +83,7 @@ def group_advantages(
     >>> group_advantages(torch.tensor([[1.0, 0.0]]), scale="none")
     tensor([[ 0.5000, -0.5000]])
     """
-    if scale not in ("std", "none"):
+    if scale not in get_args(AdvantageScale):
         raise ConfigError(f"scale must be 'std' (GRPO) or 'none' (Dr.GRPO), got {scale!r}")
     if eps < 0:
         raise ConfigError(f"eps must be >= 0, got {eps}")

@@ -12,7 +12,7 @@ text never do. The per-token losses are then aggregated (`aggregate`), optionall
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 import torch
 
@@ -30,7 +30,7 @@ Aggregation = Literal["token-mean", "seq-mean", "seq-mean-token-sum-norm"]
 - `seq-mean-token-sum-norm` (Dr.GRPO): sum over each sequence's tokens divided by a constant
   `norm_length`, then mean over all B sequences, so long answers are not down-weighted per token.
 """
-AGGREGATIONS: tuple[str, ...] = ("token-mean", "seq-mean", "seq-mean-token-sum-norm")
+AGGREGATIONS: tuple[str, ...] = get_args(Aggregation)
 
 
 def _check_bt(name: str, tensor: torch.Tensor, shape: torch.Size) -> None:
@@ -91,8 +91,13 @@ def clipped_surrogate(
     *,
     eps_low: float = 0.2,
     eps_high: float = 0.28,
+    clip_ratio_c: float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Per-token clipped loss and its diagnostics.
+
+    `clip_ratio_c` (> 1) is dual-clip PPO (Ye et al. 2020; verl's `clip_ratio_c`, 3 there): for A < 0 the
+    loss is at most -A * clip_ratio_c, so a token whose ratio ran far above 1 cannot dominate the batch.
+    None leaves it off.
 
     Shapes: `logprobs`, `old_logprobs`, `loss_mask` (B, T); `advantages` (B, T) or (B,) (one per
     sequence, broadcast over its tokens). Returns four (B, T) tensors: the loss (0 where masked), the
@@ -101,6 +106,8 @@ def clipped_surrogate(
     """
     if not (0 <= eps_low < 1 and eps_high >= 0):
         raise ConfigError(f"need 0 <= eps_low < 1 and eps_high >= 0; got eps_low={eps_low}, eps_high={eps_high}")
+    if clip_ratio_c is not None and not clip_ratio_c > 1:
+        raise ConfigError(f"clip_ratio_c must be > 1 (or None for no dual clip), got {clip_ratio_c}")
     shape = logprobs.shape
     if logprobs.dim() != 2:
         raise ConfigError(f"logprobs must be (B, T); got shape {tuple(shape)}")
@@ -119,7 +126,10 @@ def clipped_surrogate(
     advantages = advantages.to(ratio.dtype)
     unclipped = ratio * advantages
     clipped = torch.clamp(ratio, 1 - eps_low, 1 + eps_high) * advantages
-    loss = torch.where(keep, -torch.minimum(unclipped, clipped), torch.zeros_like(ratio))
+    per_token = -torch.minimum(unclipped, clipped)
+    if clip_ratio_c is not None:
+        per_token = torch.where(advantages < 0, torch.minimum(per_token, -advantages * clip_ratio_c), per_token)
+    loss = torch.where(keep, per_token, torch.zeros_like(ratio))
     with torch.no_grad():
         clip_high = keep & (advantages > 0) & (ratio > 1 + eps_high)
         clip_low = keep & (advantages < 0) & (ratio < 1 - eps_low)
@@ -170,13 +180,15 @@ def clipped_policy_loss(
     kl_coef: float = 0.0,
     denominator: float | torch.Tensor | None = None,
     norm_length: int | None = None,
+    clip_ratio_c: float | None = None,
 ) -> PolicyLoss:
     """The GRPO/DAPO policy loss of one batch.
 
     Shapes: `logprobs` (B, T) with grad, from the policy being trained; `old_logprobs` (B, T), those of
     the policy that sampled the tokens; `advantages` (B, T) or (B,); `loss_mask` (B, T), 1 on tokens the
     policy sampled; `ref_logprobs` (B, T) of a frozen reference, needed when `kl_coef > 0`. The KL term
-    is aggregated like the policy term. See `aggregate` for `aggregation`, `denominator`, `norm_length`.
+    is aggregated like the policy term. See `aggregate` for `aggregation`, `denominator`, `norm_length`,
+    and `clipped_surrogate` for `clip_ratio_c` (dual clip).
     """
     if kl_coef < 0:
         raise ConfigError(f"kl_coef must be >= 0, got {kl_coef}")
@@ -185,7 +197,7 @@ def clipped_policy_loss(
             "kl_coef > 0 needs ref_logprobs from the reference model (or set kl_coef=0 for KL-free training)"
         )
     per_token, ratio, clip_high, clip_low = clipped_surrogate(
-        logprobs, old_logprobs, advantages, loss_mask, eps_low=eps_low, eps_high=eps_high
+        logprobs, old_logprobs, advantages, loss_mask, eps_low=eps_low, eps_high=eps_high, clip_ratio_c=clip_ratio_c
     )
     policy = aggregate(per_token, loss_mask, aggregation, denominator=denominator, norm_length=norm_length)
     loss, kl = policy, None

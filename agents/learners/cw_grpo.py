@@ -11,6 +11,9 @@
    weight on contributing rounds, c_t = p_t / sum(p); when no round contributes, every search round gets 0
    (the one case where the mean is not preserved: the answer round alone carries A_i).
 5. Round advantages are broadcast to each round's tokens with the rollout's per-round token spans.
+6. Defaults of the official runs (verl): a k3 KL of 0.001 to the starting policy (`kl_coef`, "low_var_kl"
+   there) and dual clip at 3 (`clip_ratio_c`). They keep GRPO's clip-higher (0.2 / 0.28) where the official
+   runs clip symmetrically at 0.2 (set `eps_high=0.2` for that).
 
 Choices where the method's description is silent:
 - "Search rounds" are all rounds before the answer, invalid actions included, with p = 0 for those (the
@@ -27,17 +30,18 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
 from agents.core import broadcast_round_advantages
-from agents.learners.batch import LearnerBatch
+from agents.learners.batch import LearnerBatch, Trajectory
 from agents.learners.grpo import GRPOConfig
+from agents.learners.registry import EnvNeeds, register_learner
 from agents.learners.grpo import batch_advantages as grpo_batch_advantages
 from searchgym.errors import ConfigError
+from searchgym.info import StepInfo, TurnLabels
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +67,10 @@ class CWGRPOConfig(GRPOConfig):
 
     alpha: float = math.inf
     """Softmax sharpness over contribution labels; 0 spreads A_i evenly (GRPO), >= 10 means infinite."""
+    kl_coef: float = 0.001
+    """Weight of the k3 KL to the starting policy: 0.001, as in the official runs (0 trains KL-free)."""
+    clip_ratio_c: float | None = 3.0
+    """Dual clip at 3, verl's default, on which the official code runs (None turns it off)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -118,13 +126,13 @@ def round_advantages(
     return out
 
 
-def _p(labels: Mapping[str, Any] | None) -> int:
+def _p(labels: TurnLabels | None) -> int:
     if not labels or labels.get("failed") or labels.get("pending"):
         return 0
     return 1 if labels.get("contribution") == 1 else 0
 
 
-def round_contributions(infos: Sequence[Mapping[str, Any]]) -> tuple[list[int], bool]:
+def round_contributions(infos: Sequence[StepInfo]) -> tuple[list[int], bool]:
     """(p_t for each search round, whether the trajectory ends with an answer) from its step infos.
 
     Labels come from the episode summary's `turn_labels` when the last info has it (deferred judges
@@ -133,7 +141,7 @@ def round_contributions(infos: Sequence[Mapping[str, Any]]) -> tuple[list[int], 
     if not infos:
         raise ConfigError("a trajectory needs at least one step info")
     episode = infos[-1].get("episode")
-    labels: Sequence[Mapping[str, Any] | None]
+    labels: Sequence[TurnLabels | None]
     if episode is not None and len(episode.get("turn_labels", ())) == len(infos):
         labels = episode["turn_labels"]
     else:
@@ -148,7 +156,7 @@ def round_contributions(infos: Sequence[Mapping[str, Any]]) -> tuple[list[int], 
 
 
 def trajectory_round_advantages(
-    infos: Sequence[Mapping[str, Any]], outcome_advantage: float, alpha: float = math.inf
+    infos: Sequence[StepInfo], outcome_advantage: float, alpha: float = math.inf
 ) -> list[float]:
     """One advantage per step of the trajectory (step infos in order), A_i being its GRPO advantage."""
     contributions, answered = round_contributions(infos)
@@ -156,7 +164,7 @@ def trajectory_round_advantages(
 
 
 def token_advantages(
-    trajectories: Sequence[Sequence[Mapping[str, Any]]],
+    trajectories: Sequence[Sequence[StepInfo]],
     outcome_advantages: Sequence[float] | torch.Tensor,
     spans: Sequence[Sequence[tuple[int, int]]],
     seq_len: int,
@@ -180,7 +188,9 @@ def token_advantages(
     return broadcast_round_advantages(rounds, spans, seq_len)
 
 
-def batch_advantages(trajectories: Sequence[Any], config: CWGRPOConfig) -> LearnerBatch:
+@register_learner("cw-grpo", config=CWGRPOConfig, needs=EnvNeeds(judge=True),
+                  summary="GRPO advantages moved between search rounds by the judge's contribution labels")
+def batch_advantages(trajectories: Sequence[Trajectory], config: CWGRPOConfig) -> LearnerBatch:
     """CW-GRPO targets: GRPO's outcome advantages, redistributed over each trajectory's rounds by the
     judge's contribution labels and broadcast to the rounds' tokens."""
     base = grpo_batch_advantages(trajectories, config)

@@ -1,14 +1,16 @@
 """E-GRPO: entity-aware GRPO. How it differs from plain GRPO (`agents.learners.grpo`):
 
 1. The reward of a wrong answer is not 0 but alpha * gamma_hat_i, where gamma_i is the share of the
-   question's gold entities found, as whole phrases, in trajectory i's thinking text (step info
-   `info["entities"]["rate"]`, the episode's `entity_rate`), and gamma_hat_i = gamma_i / max_j gamma_j
-   over the group (0 when the maximum is 0). A near miss that found the right entities beats a blind one.
+   question's gold entities found by exact string match in trajectory i's thinking text (step info
+   `info["entities"]["rate"]`, the episode's `entity_rate`; the learner asks the env for the paper's exact
+   rule, `entity_match="normalized"` ignores case, accents, punctuation and articles instead), and
+   gamma_hat_i = gamma_i / max_j gamma_j over the group (0 when the maximum is 0). A near miss that found
+   the right entities beats a blind one.
 2. A correct answer gets 1; a format error or an over-long rollout gets 0. alpha = 0.3 is the paper's
    best; alpha = 0 is GRPO.
 3. Over-long rollouts keep their 0 in the group's mean and std but are dropped from the loss
    (`agents.core.drop_rollouts`): their cut-off text should not be pushed down token by token.
-4. KL-free with clip-higher (the `GRPOConfig` defaults).
+4. KL-free with clip-higher and no dual clip (the `GRPOConfig` defaults), as the paper trains.
 
 Choices where the method's description is silent:
 - gamma_hat's maximum runs over the whole group, format errors and over-long rollouts included.
@@ -21,17 +23,20 @@ Choices where the method's description is silent:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import get_args
 
 import torch
 
 from agents.core import drop_rollouts, rollout_drop_mask
-from agents.learners.batch import LearnerBatch
+from agents.learners.batch import LearnerBatch, Trajectory
 from agents.learners.grpo import GRPOConfig, RewardKey, grpo_advantages, outcome_reward
+from agents.learners.registry import EnvNeeds, register_learner
 from searchgym.entities import relative_rates
+from searchgym.envs.search_qa import EntityMatch
 from searchgym.errors import ConfigError
+from searchgym.info import StepInfo
 
 __all__ = ["EGRPOConfig", "batch_advantages", "entity_aware_rewards", "entity_rate", "format_error", "group_rewards", "loss_mask"]
 
@@ -44,9 +49,14 @@ class EGRPOConfig(GRPOConfig):
     """Weight of the normalized entity match rate in a wrong answer's reward; 0 is GRPO."""
     drop_format_errors: bool = False
     """Also drop format errors from the loss (E-GRPO drops only over-long rollouts)."""
+    entity_match: EntityMatch = "exact"
+    """How the env matches a gold entity in the thinking text: `exact`, the verbatim string (the paper's
+    rule), or `normalized` (case, accents, punctuation and articles ignored, whole phrases)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.entity_match not in get_args(EntityMatch):
+            raise ConfigError(f"entity_match must be one of {get_args(EntityMatch)}, got {self.entity_match!r}")
         if not 0 <= self.alpha <= 1:
             raise ConfigError(
                 f"alpha must be in [0, 1] so a wrong answer never outscores a right one, got {self.alpha}"
@@ -88,7 +98,7 @@ def entity_aware_rewards(
     return rewards
 
 
-def entity_rate(infos: Sequence[Mapping[str, Any]]) -> float:
+def entity_rate(infos: Sequence[StepInfo]) -> float:
     """gamma of a trajectory: the episode's `entity_rate`, else the last step's `entities.rate`, else 0."""
     if not infos:
         return 0.0
@@ -100,7 +110,7 @@ def entity_rate(infos: Sequence[Mapping[str, Any]]) -> float:
     return float(entities["rate"]) if entities else 0.0
 
 
-def format_error(infos: Sequence[Mapping[str, Any]]) -> bool:
+def format_error(infos: Sequence[StepInfo]) -> bool:
     """True unless the trajectory ended with a well-formed answer (`episode["format_valid"]`)."""
     if not infos:
         return True
@@ -109,7 +119,7 @@ def format_error(infos: Sequence[Mapping[str, Any]]) -> bool:
 
 
 def group_rewards(
-    trajectories: Sequence[Sequence[Mapping[str, Any]]],
+    trajectories: Sequence[Sequence[StepInfo]],
     overlong: Sequence[bool],
     *,
     alpha: float = 0.3,
@@ -137,7 +147,9 @@ def loss_mask(
     return drop_rollouts(mask, drop)
 
 
-def batch_advantages(trajectories: Sequence[Any], config: EGRPOConfig) -> LearnerBatch:
+@register_learner("e-grpo", config=EGRPOConfig, needs=EnvNeeds(gold_entities=True, env_options=lambda c: {"entity_match": c.entity_match}),
+                  summary="partial credit for wrong answers from the gold-entity match rate")
+def batch_advantages(trajectories: Sequence[Trajectory], config: EGRPOConfig) -> LearnerBatch:
     """E-GRPO targets: entity-aware rewards per group, GRPO advantages over them (over-long rollouts
     included in the statistics), over-long rollouts (and optionally format errors) left out of the loss."""
     by_group: dict[int, list[int]] = {}

@@ -7,30 +7,35 @@ group, applied to every token the policy sampled. The loss is the clipped surrog
 Options every learner inherits (all in `GRPOConfig`):
 1. DAPO clip-higher: eps_low 0.2, eps_high 0.28 (set both to 0.2 for PPO/GRPO's symmetric clip).
 2. Token-mean aggregation (DAPO) by default; `seq-mean` is the original GRPO.
-3. KL-free by default; `kl_coef > 0` adds a k3 KL to a frozen reference.
+3. KL-free by default; `kl_coef > 0` adds a k3 KL to a frozen reference (learners whose official runs use
+   one default to it: CW-GRPO and COSEARCH, 0.001).
 4. `scale="none"` is Dr.GRPO's mean-only advantage.
 5. `dynamic_sampling` drops groups whose rewards are all equal (DAPO).
+6. `clip_ratio_c` is dual-clip PPO (off here; 3 in CW-GRPO and COSEARCH, verl's default that their
+   official runs inherit).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal, get_args
 
 import torch
 
 from agents.core import AGGREGATIONS, AdvantageScale, Aggregation, dynamic_sampling_mask, group_advantages
-from agents.learners.batch import LearnerBatch
+from agents.learners.batch import LearnerBatch, Trajectory
+from agents.learners.registry import register_learner
 from searchgym.errors import ConfigError
+from searchgym.info import StepInfo
 
 __all__ = ["REWARD_KEYS", "GRPOConfig", "RewardKey", "batch_advantages", "grpo_advantages", "outcome_reward"]
 
 RewardKey = Literal["em", "f1", "cover_em", "answer"]
 """Which outcome the reward is: `em`, `f1`, `cover_em` (always reported by the env) or `answer` (the
 env's configured answer reward, i.e. the reward `step` returned on the answering step)."""
-REWARD_KEYS: tuple[str, ...] = ("em", "f1", "cover_em", "answer")
+REWARD_KEYS: tuple[str, ...] = get_args(RewardKey)
 
 
 @dataclass
@@ -55,11 +60,15 @@ class GRPOConfig:
     """Weight of the k3 KL to the reference model; 0 trains KL-free and loads no reference."""
     dynamic_sampling: bool = False
     """Drop groups whose rewards are all equal (they carry no gradient)."""
+    clip_ratio_c: float | None = None
+    """Dual clip (verl's `clip_ratio_c`): for A < 0 the per-token loss is capped at -A * clip_ratio_c; None is
+    off. Each batch is updated once on fresh samples, so the ratio starts at 1 and this binds only when the
+    sampler's logprobs are far from the trainer's (e.g. an SGLang server on other weights)."""
 
     def __post_init__(self) -> None:
         if self.reward_key not in REWARD_KEYS:
             raise ConfigError(f"reward_key must be one of {REWARD_KEYS}, got {self.reward_key!r}")
-        if self.scale not in ("std", "none"):
+        if self.scale not in get_args(AdvantageScale):
             raise ConfigError(f"scale must be 'std' (GRPO) or 'none' (Dr.GRPO), got {self.scale!r}")
         if not (self.eps >= 0 and math.isfinite(self.eps)):
             raise ConfigError(f"eps must be a finite number >= 0, got {self.eps}")
@@ -71,9 +80,11 @@ class GRPOConfig:
             raise ConfigError(f"aggregation must be one of {AGGREGATIONS}, got {self.aggregation!r}")
         if self.kl_coef < 0:
             raise ConfigError(f"kl_coef must be >= 0 (0 = KL-free), got {self.kl_coef}")
+        if self.clip_ratio_c is not None and not self.clip_ratio_c > 1:
+            raise ConfigError(f"clip_ratio_c must be > 1 (verl uses 3), or None for no dual clip; got {self.clip_ratio_c}")
 
 
-def outcome_reward(infos: Sequence[Mapping[str, Any]], key: RewardKey = "em") -> float:
+def outcome_reward(infos: Sequence[StepInfo], key: RewardKey = "em") -> float:
     """The trajectory's outcome reward from its step infos (the last one ends the episode).
 
     Reads the episode summary (`info["episode"][key]`) when the last info has one, else the last step's
@@ -107,7 +118,9 @@ def grpo_advantages(
     return advantages, keep
 
 
-def batch_advantages(trajectories: Sequence[Any], config: GRPOConfig) -> LearnerBatch:
+@register_learner("grpo", config=GRPOConfig,
+                  summary="outcome reward (EM), one group-normalized advantage per trajectory")
+def batch_advantages(trajectories: Sequence[Trajectory], config: GRPOConfig) -> LearnerBatch:
     """GRPO targets for rollout trajectories (`agents.rollout.Trajectory`, grouped by `.group`): the
     outcome reward from step info, one group-normalized advantage copied to every token."""
     rewards = torch.tensor([outcome_reward(t.step_infos, config.reward_key) if t.step_infos else 0.0 for t in trajectories], dtype=torch.float64)

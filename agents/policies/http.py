@@ -1,7 +1,8 @@
 """A small JSON-over-HTTP client with timeouts, bounded retries and typed errors.
 
-Worst case before an error is raised: `(retries + 1) * (timeout + connect timeout) + backoff * retries *
-(retries + 1) / 2` seconds; a refused connection (dead server) fails in about `backoff * retries`.
+Retries follow `searchgym.retry` (the statuses worth retrying, jittered exponential backoff). Worst case
+before an error is raised: `(retries + 1) * (timeout + connect timeout) + backoff * (2 ** retries - 1)`
+seconds; a refused connection (dead server) fails in about `backoff * (2 ** retries - 1)`.
 """
 
 from __future__ import annotations
@@ -15,11 +16,10 @@ from typing import Any
 import httpx
 
 from searchgym.errors import BackendError, BackendTimeout, ConfigError
+from searchgym.retry import RETRY_STATUS, backoff_delay, check_retry_knobs
 
 logger = logging.getLogger(__name__)
 
-RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
-"""Answers worth retrying: the server is busy, restarting or timed out on its side."""
 
 
 @dataclass(frozen=True)
@@ -32,17 +32,14 @@ class HTTPConfig:
     retries: int = 2
     """Attempts after the first, for connection errors, timeouts and 408/429/5xx answers."""
     backoff_s: float = 0.5
-    """Sleep before retry k is `backoff_s * k`."""
+    """Base wait before a retry: `searchgym.retry.backoff_delay` (doubling, jittered)."""
     api_key: str | None = None
     """Sent as a bearer token when given (never read from the environment here)."""
 
     def __post_init__(self) -> None:
         if self.timeout_s <= 0 or self.connect_timeout_s <= 0:
             raise ConfigError("timeout_s and connect_timeout_s must be > 0")
-        if self.retries < 0:
-            raise ConfigError(f"retries must be >= 0, got {self.retries}")
-        if self.backoff_s < 0:
-            raise ConfigError(f"backoff_s must be >= 0, got {self.backoff_s}")
+        check_retry_knobs("HTTPConfig", self.retries, self.backoff_s)
 
 
 class JSONClient:
@@ -71,7 +68,7 @@ class JSONClient:
         last: BackendError | None = None
         for attempt in range(attempts):
             if attempt:
-                time.sleep(cfg.backoff_s * attempt)
+                time.sleep(backoff_delay(cfg.backoff_s, attempt))
             try:
                 response = self._client.request(method, path, json=payload, timeout=timeout)
             except httpx.TimeoutException as e:

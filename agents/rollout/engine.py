@@ -91,12 +91,12 @@ class RolloutTiming:
     """Prompt tokens served from kept KV rows instead of a prefill (`HFPolicyConfig.reuse_kv`)."""
 
     def metrics(self) -> dict[str, float]:
-        """`time/generate_s`, `time/env_s`, `rollout/sampled_tok_s` and, where counted, `rollout/prefill_tok_s`
+        """`time/generate_s`, `time/env_s`, `perf/sampled_tok_s` and, where counted, `perf/prefill_tok_s`
         and `rollout/reused_tokens`."""
         out = {"time/generate_s": self.generate_s, "time/env_s": self.env_s,
-               "rollout/sampled_tok_s": self.sampled_tokens / self.generate_s if self.generate_s else 0.0}
+               "perf/sampled_tok_s": self.sampled_tokens / self.generate_s if self.generate_s else 0.0}
         if self.prefill_tokens is not None:
-            out["rollout/prefill_tok_s"] = self.prefill_tokens / self.generate_s if self.generate_s else 0.0
+            out["perf/prefill_tok_s"] = self.prefill_tokens / self.generate_s if self.generate_s else 0.0
             out["rollout/prefill_tokens"] = float(self.prefill_tokens)
         if self.reused_tokens is not None:
             out["rollout/reused_tokens"] = float(self.reused_tokens)

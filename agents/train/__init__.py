@@ -1,5 +1,5 @@
-"""Training: the loop, checkpoints, the cold-start step and COSEARCH's trainable ranker."""
+"""Training: the loop, checkpoints, the cold-start step. Learners come from `agents.learners.registry`."""
 
-from agents.train.config import LEARNERS, TrainConfig
+from agents.train.config import TrainConfig
 
-__all__ = ["LEARNERS", "TrainConfig"]
+__all__ = ["TrainConfig"]

@@ -22,7 +22,7 @@ import random
 import re
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -105,10 +105,16 @@ def list_checkpoints(root: Path) -> list[Path]:
     return sorted(found, key=lambda p: int(_NAME.match(p.name).group(1)))
 
 
-def load_checkpoint(path: Path, models: Mapping[str, torch.nn.Module], optimizers: Mapping[str, tuple]) -> dict[str, Any]:
-    """Restore weights, optimizer and scheduler states and RNG states; return the saved state dict."""
+def load_checkpoint(path: Path, models: Mapping[str, torch.nn.Module], optimizers: Mapping[str, tuple],
+                    check: Callable[[Path, dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """Restore weights, optimizer and scheduler states and RNG states; return the saved state dict.
+
+    `check(path, state)` runs on the saved state before anything is loaded and may raise `CheckpointError`
+    (e.g. for a config layout this version cannot read)."""
     try:
         state = json.loads((path / "state.json").read_text())
+        if check is not None:
+            check(path, state)
         for name, model in models.items():
             weights = load_file(str(path / f"{name}.safetensors"))
             params = dict(model.named_parameters())

@@ -1,26 +1,39 @@
-"""`TrainConfig`: every option of a training run, shared by the Python API and the CLI."""
+"""`TrainConfig`: every option of a training run, shared by the Python API and the CLI.
+
+A run's options are nested by component, each field documented once: the learner's own config
+(`TrainConfig.learner`, a registered learner's config dataclass, `agents.learners.registry`), the env
+(`EnvConfig`), rollout sampling (`RolloutConfig`) and the optimiser (`OptimConfig`). The CLI flags follow the
+nesting: `--learner.alpha`, `--env.hops`, `--rollout.group-size`, `--optim.lr`.
+
+>>> config = TrainConfig(learner="cw-grpo", env=EnvConfig(hops=(1, 2)), optim=OptimConfig(lr=1e-5))
+>>> (config.learner_name, config.learner.kl_coef, config.env.hops, config.rollout.group_size)
+('cw-grpo', 0.001, (1, 2), 4)
+"""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal, get_args
 
+from agents.learners.grpo import GRPOConfig
+from agents.learners.registry import get_learner, learner_for_config
 from searchgym.errors import ConfigError
 
-LearnerName = Literal["grpo", "cw-grpo", "e-grpo", "cosearch"]
-LEARNERS: tuple[str, ...] = ("grpo", "cw-grpo", "e-grpo", "cosearch")
 RolloutBackend = Literal["hf", "sglang"]
 WeightSync = Literal["disk", "tensors"]
 
 
-@dataclass
-class TrainConfig:
-    """One training run. Defaults are the CPU preset on the 1-hop synthetic world with SmolLM2-135M."""
+def _at_least(config: Any, minimum: int, *names: str) -> None:
+    for name in names:
+        if getattr(config, name) < minimum:
+            raise ConfigError(f"{type(config).__name__}.{name} must be >= {minimum}, got {getattr(config, name)}")
 
-    learner: LearnerName = "grpo"
-    """Which method computes rewards and advantages: grpo, cw-grpo, e-grpo or cosearch."""
-    env_id: str = "SearchQA-Synthetic-v0"
+
+@dataclass
+class EnvConfig:
+    """The env the questions come from (`gym.make` arguments)."""
+
+    id: str = "SearchQA-Synthetic-v0"
     """A searchgym id; the synthetic world is the offline default."""
     num_entities: int = 1000
     """Synthetic world size (ignored by other envs)."""
@@ -36,29 +49,87 @@ class TrainConfig:
     """Question file for non-synthetic envs."""
     corpus_path: str | None = None
     """Corpus file for non-synthetic envs."""
+    judge: str | None = "gold"
+    """The judge of learners that read per-round labels (CW-GRPO): `gold` (rules over the gold annotations),
+    or None; a `Judge` object (e.g. an `LLMJudge`) goes in through `options={"judge": ...}`."""
+    options: dict = field(default_factory=dict)
+    """Further keyword arguments for `gym.make` (checked by the env, so a typo is an error); they win over
+    what the learner asks for."""
 
-    model: str = "smollm2-135m"
-    """Policy: `smollm2-135m`, a local folder, a hub id (online), or `tiny` (a random 2-layer model for tests)."""
-    ranker_model: str | None = None
-    """COSEARCH's ranker policy; None uses the same model name as the agent (a separate copy)."""
-    lora: bool = False
-    """Train LoRA adapters (peft) instead of every weight."""
-    lora_rank: int = 16
-    device: str = "cpu"
-    """Where the trained model (and COSEARCH's ranker) lives and updates: `cpu`, `cuda`, `cuda:1`, ..."""
-    distributed: bool = False
-    """Data-parallel update under `accelerate` (DDP): launch with `accelerate launch --num_processes N -m agents
-    train --distributed ...`; each process rolls out and updates on its share of every step's questions
-    (questions_per_step must be divisible by N) and process 0 logs, checkpoints and pushes weights. With one
-    process the results equal a run without it. `device` is then `cpu` or `cuda` (each process's own GPU)."""
+    def __post_init__(self) -> None:
+        _at_least(self, 1, "max_turns", "top_k", "num_questions", "num_entities")
+        self.hops = tuple(int(h) for h in self.hops)
+        if not isinstance(self.options, dict):
+            raise ConfigError(f"EnvConfig.options must be a dict of gym.make arguments, got {type(self.options).__name__}")
 
-    steps: int = 8
-    """RL updates."""
-    questions_per_step: int = 4
-    """B: questions per update."""
+
+@dataclass
+class RolloutConfig:
+    """How rollouts are sampled: group size, budgets, and who samples (this process or SGLang servers)."""
+
     group_size: int = 4
     """G: rollouts per question."""
+    temperature: float = 1.0
+    """Sampling temperature of the rollouts (the loss's logprobs use the same)."""
+    max_turn_tokens: int = 48
+    """Tokens one turn may generate."""
+    max_response_tokens: int = 384
+    """Tokens a whole trajectory may generate; longer rollouts end as over-long."""
+    backend: RolloutBackend = "hf"
+    """Who samples the rollouts: `hf`, the trained model itself in this process; `sglang`, the servers in
+    `sglang_urls`, which get the new weights after every update (the update itself stays in this process)."""
+    sglang_urls: tuple[str, ...] = ()
+    """SGLang servers (`http://host:port`) for `backend="sglang"`, each serving the same model with the same
+    tokenizer; each turn's prompts are dealt over them round robin."""
+    weight_sync: WeightSync = "disk"
+    """How new weights reach the servers: `disk`, safetensors written to `out_dir/rollout-weights` and loaded
+    with `/update_weights_from_disk` (the servers must read that folder); `tensors`,
+    `/update_weights_from_tensor` through shared memory or CUDA IPC (trainer and servers on one host, and
+    `sglang` importable in the trainer's process)."""
+    sglang_timeout_s: float = 300.0
+    """Seconds one SGLang request may take before it is retried; a server that stays silent ends the run
+    with a BackendTimeout, one that refuses connections with a BackendError within seconds."""
+    reuse_kv: bool = True
+    """In-process rollouts keep each episode's KV cache between turns and prefill only the new tokens
+    (`HFPolicyConfig.reuse_kv`); False re-prefills every turn's whole context (the older path)."""
+    max_batch_rows: int = 64
+    """Episodes (rows) the in-process policy decodes together at most; a step's rollouts are split into
+    chunks of this many (`HFPolicyConfig.max_batch_rows`)."""
+
+    def __post_init__(self) -> None:
+        _at_least(self, 1, "max_turn_tokens", "max_response_tokens", "max_batch_rows")
+        if self.group_size < 2:
+            raise ConfigError("group_size must be >= 2: GRPO normalizes rewards within a group")
+        if not self.temperature > 0:
+            raise ConfigError(f"rollout temperature must be > 0 (the loss divides logits by it), got {self.temperature}")
+        if isinstance(self.sglang_urls, str):
+            raise ConfigError(f"sglang_urls must be a sequence of urls, got the string {self.sglang_urls!r}; write ({self.sglang_urls!r},)")
+        self.sglang_urls = tuple(self.sglang_urls)
+        if self.backend not in get_args(RolloutBackend):
+            raise ConfigError(f"rollout backend must be one of {get_args(RolloutBackend)}, got {self.backend!r}")
+        if self.weight_sync not in get_args(WeightSync):
+            raise ConfigError(f"weight_sync must be one of {get_args(WeightSync)}, got {self.weight_sync!r}")
+        if not self.sglang_timeout_s > 0:
+            raise ConfigError(f"sglang_timeout_s must be > 0, got {self.sglang_timeout_s}")
+        if self.backend == "hf":
+            if self.sglang_urls:
+                raise ConfigError("sglang_urls is set but the rollout backend is 'hf', which samples in process; set backend='sglang' to use the servers")
+            return
+        if not self.sglang_urls:
+            raise ConfigError("rollout backend 'sglang' needs at least one server in sglang_urls, e.g. ('http://127.0.0.1:30000',)")
+        for url in self.sglang_urls:
+            if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+                raise ConfigError(f"every sglang_urls entry must start with http:// or https://, got {url!r}")
+        if len({u.rstrip("/") for u in self.sglang_urls}) != len(self.sglang_urls):
+            raise ConfigError(f"sglang_urls lists a server twice: {self.sglang_urls}")
+
+
+@dataclass
+class OptimConfig:
+    """The optimiser of the RL update and of the supervised cold start."""
+
     lr: float = 2e-6
+    """AdamW learning rate of the RL updates (and of a learner's second model)."""
     warmup_steps: int = 1
     """Linear learning-rate warm-up, in updates."""
     micro_batch: int = 4
@@ -68,102 +139,131 @@ class TrainConfig:
     """Recompute each decoder layer's activations in the backward pass instead of keeping them: about a third
     more update compute for a fraction of the activation memory; the same gradient within float noise."""
     max_grad_norm: float = 1.0
-    eps_low: float = 0.2
-    eps_high: float = 0.28
-    kl_coef: float = 0.0
-    """k3 KL to a frozen copy of the starting policy; 0 is KL-free (DAPO, E-GRPO)."""
-    aggregation: Literal["token-mean", "seq-mean", "seq-mean-token-sum-norm"] = "token-mean"
-    dynamic_sampling: bool = False
-    alpha: float | None = None
-    """The learner's own alpha: CW-GRPO's contribution temperature (default inf), E-GRPO's entity-reward
-    weight (default 0.3), COSEARCH's format penalty (default 0.2). Ignored by GRPO."""
-
-    temperature: float = 1.0
-    rollout_backend: RolloutBackend = "hf"
-    """Who samples the rollouts: `hf`, the trained model itself in this process; `sglang`, the servers in
-    `sglang_urls`, which get the new weights after every update (the update itself stays in this process)."""
-    sglang_urls: tuple[str, ...] = ()
-    """SGLang servers (`http://host:port`) for `rollout_backend="sglang"`, each serving the same model with
-    the same tokenizer; each turn's prompts are dealt over them round robin."""
-    weight_sync: WeightSync = "disk"
-    """How new weights reach the servers: `disk`, safetensors written to `out_dir/rollout-weights` and loaded
-    with `/update_weights_from_disk` (the servers must read that folder); `tensors`,
-    `/update_weights_from_tensor` through shared memory or CUDA IPC (trainer and servers on one host, and
-    `sglang` importable in the trainer's process)."""
-    sglang_timeout_s: float = 300.0
-    """Seconds one SGLang request may take before it is retried; a server that stays silent ends the run
-    with a BackendTimeout, one that refuses connections with a BackendError within seconds."""
-    max_turn_tokens: int = 48
-    max_response_tokens: int = 384
-    reuse_kv: bool = True
-    """In-process rollouts keep each episode's KV cache between turns and prefill only the new tokens
-    (`HFPolicyConfig.reuse_kv`); False re-prefills every turn's whole context (the older path)."""
-    max_batch_rows: int = 64
-    """Episodes (rows) the in-process policy decodes together at most; a step's rollouts are split into
-    chunks of this many (`HFPolicyConfig.max_batch_rows`)."""
-
+    """Gradients are clipped to this global norm before each optimizer step."""
+    lora: bool = False
+    """Train LoRA adapters (peft) instead of every weight."""
+    lora_rank: int = 16
+    """Rank of the LoRA adapters (their alpha is twice the rank)."""
     cold_start_steps: int = 0
     """Supervised steps on the synthetic world's oracle trajectories before RL (E-GRPO's cold start)."""
     cold_start_batch: int = 8
+    """Oracle trajectories per cold-start step."""
     cold_start_lr: float = 1e-4
+    """AdamW learning rate of the cold start."""
 
+    def __post_init__(self) -> None:
+        _at_least(self, 1, "micro_batch", "cold_start_batch", "lora_rank")
+        if self.lr <= 0 or self.cold_start_lr <= 0:
+            raise ConfigError("learning rates must be > 0")
+        if self.warmup_steps < 0 or self.cold_start_steps < 0:
+            raise ConfigError("warmup_steps and cold_start_steps must be >= 0")
+        if not self.max_grad_norm > 0:
+            raise ConfigError(f"max_grad_norm must be > 0, got {self.max_grad_norm}")
+
+
+@dataclass
+class TrainConfig:
+    """One training run. Defaults are the CPU preset on the 1-hop synthetic world with SmolLM2-135M."""
+
+    learner: Any = "grpo"
+    """The learner: a registered name (grpo, cw-grpo, e-grpo, cosearch, ...) for its default options, or its
+    config object (e.g. `CWGRPOConfig(alpha=1.0)`); a name becomes the default config object."""
+    env: EnvConfig = field(default_factory=EnvConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+
+    model: str = "smollm2-135m"
+    """Policy: `smollm2-135m`, a local folder, a hub id (online), or `tiny` (a random 2-layer model for tests)."""
+    device: str = "cpu"
+    """Where the trained model (and a learner's second model) lives and updates: `cpu`, `cuda`, `cuda:1`, ..."""
+    distributed: bool = False
+    """Data-parallel update under `accelerate` (DDP): launch with `accelerate launch --num_processes N -m agents
+    train --distributed ...`; each process rolls out and updates on its share of every step's questions
+    (questions_per_step must be divisible by N) and process 0 logs, checkpoints and pushes weights. With one
+    process the results equal a run without it. `device` is then `cpu` or `cuda` (each process's own GPU)."""
+    steps: int = 8
+    """RL updates."""
+    questions_per_step: int = 4
+    """B: questions per update."""
     eval_questions: int = 0
     """Held-out test-split questions evaluated (greedy) before training and after the last step."""
     seed: int = 0
+    """Seeds the model's initialisation, the question order and every step's sampling."""
     threads: int | None = None
     """Threads for torch, numba, FAISS and BLAS in this process (None: the physical cores it may use;
     `searchgym.threads`). On a shared machine, fewer threads than cores can be faster."""
     out_dir: str = "runs/train"
+    """Checkpoints, metrics.jsonl, caches and pushed weights go here."""
     checkpoint_every: int = 1
     """Save a checkpoint every this many updates (0: only at the end)."""
     resume: bool = True
     """Continue from the newest checkpoint in `out_dir` when there is one."""
     tensorboard: bool = False
     """Also write TensorBoard events (needs the tensorboard package)."""
-    env_options: dict = field(default_factory=dict)
-    """Extra keyword arguments for `gym.make` (checked by the env, so a typo is an error)."""
 
     def __post_init__(self) -> None:
-        if self.learner not in LEARNERS:
-            raise ConfigError(f"learner must be one of {LEARNERS}, got {self.learner!r}")
-        for name in ("steps", "questions_per_step", "group_size", "micro_batch", "max_batch_rows", "max_turns", "top_k", "max_turn_tokens", "max_response_tokens", "cold_start_batch"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.group_size < 2:
-            raise ConfigError("group_size must be >= 2: GRPO normalizes rewards within a group")
+        if isinstance(self.learner, str):
+            self.learner = get_learner(self.learner).config()
+        elif not isinstance(self.learner, GRPOConfig):
+            raise ConfigError(f"learner must be a registered learner's name or config object, got {self.learner!r}")
+        spec = learner_for_config(self.learner)
+        for name, kind in (("env", EnvConfig), ("rollout", RolloutConfig), ("optim", OptimConfig)):
+            if not isinstance(getattr(self, name), kind):
+                raise ConfigError(f"TrainConfig.{name} must be an {kind.__name__}, got {getattr(self, name)!r}")
+        _at_least(self, 1, "steps", "questions_per_step")
         if self.threads is not None and (isinstance(self.threads, bool) or not isinstance(self.threads, int) or self.threads < 1):
             raise ConfigError(f"threads must be a positive integer or None (the physical cores), got {self.threads!r}")
-        if self.lr <= 0 or self.cold_start_lr <= 0:
-            raise ConfigError("learning rates must be > 0")
-        if self.alpha is not None and (math.isnan(self.alpha) or self.alpha < 0):
-            raise ConfigError(f"alpha must be >= 0, got {self.alpha}")
-        self.hops = tuple(int(h) for h in self.hops)
-        if self.distributed and self.learner == "cosearch":
-            raise ConfigError("distributed=True does not support learner='cosearch': its ranker groups calls across the whole "
-                              "step's trajectories and trains a second model; run COSEARCH in one process")
-        self._check_rollout_backend()
-
-    def _check_rollout_backend(self) -> None:
-        if isinstance(self.sglang_urls, str):
-            raise ConfigError(f"sglang_urls must be a sequence of urls, got the string {self.sglang_urls!r}; write ({self.sglang_urls!r},)")
-        self.sglang_urls = tuple(self.sglang_urls)
-        if self.rollout_backend not in ("hf", "sglang"):
-            raise ConfigError(f"rollout_backend must be 'hf' or 'sglang', got {self.rollout_backend!r}")
-        if self.weight_sync not in ("disk", "tensors"):
-            raise ConfigError(f"weight_sync must be 'disk' or 'tensors', got {self.weight_sync!r}")
-        if not self.sglang_timeout_s > 0:
-            raise ConfigError(f"sglang_timeout_s must be > 0, got {self.sglang_timeout_s}")
-        if self.rollout_backend == "hf":
-            if self.sglang_urls:
-                raise ConfigError("sglang_urls is set but rollout_backend is 'hf', which samples in process; set rollout_backend='sglang' to use the servers")
-            return
-        if not self.sglang_urls:
-            raise ConfigError("rollout_backend='sglang' needs at least one server in sglang_urls, e.g. ('http://127.0.0.1:30000',)")
-        for url in self.sglang_urls:
-            if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-                raise ConfigError(f"every sglang_urls entry must start with http:// or https://, got {url!r}")
-        if len({u.rstrip("/") for u in self.sglang_urls}) != len(self.sglang_urls):
-            raise ConfigError(f"sglang_urls lists a server twice: {self.sglang_urls}")
-        if self.lora:
-            raise ConfigError("rollout_backend='sglang' cannot be combined with lora=True: the servers load full weights, "
+        if self.eval_questions < 0 or self.checkpoint_every < 0:
+            raise ConfigError("eval_questions and checkpoint_every must be >= 0")
+        if self.distributed and spec.second_model is not None:
+            raise ConfigError(f"distributed=True does not support learner={spec.name!r}: it trains a second model on calls "
+                              "grouped across the whole step's trajectories; run it in one process")
+        if self.rollout.backend == "sglang" and self.optim.lora:
+            raise ConfigError("rollout backend 'sglang' cannot be combined with lora=True: the servers load full weights, "
                               "and LoRA adapters are not merged for them; train every weight or roll out with 'hf'")
+
+    @property
+    def learner_name(self) -> str:
+        """The registered name of `learner`."""
+        return learner_for_config(self.learner).name
+
+    @classmethod
+    def from_flat(cls, **options: Any) -> TrainConfig:
+        """A config from the previous layout's flat names (`lr=...`, `hops=...`, `kl_coef=...`) mixed with
+        this one's top-level fields, for one version (`FLAT_ALIASES`); an unknown name is a ConfigError.
+
+        >>> TrainConfig.from_flat(learner="e-grpo", lr=1e-5, hops=(2,), kl_coef=0.01).optim.lr
+        1e-05
+        """
+        top = {f for f in cls.__dataclass_fields__ if f not in ("env", "rollout", "optim")}
+        nested: dict[str, dict[str, Any]] = {"env": {}, "rollout": {}, "optim": {}, "learner": {}}
+        kwargs: dict[str, Any] = {}
+        for name, value in options.items():
+            if name in top:
+                kwargs[name] = value
+            elif name in FLAT_ALIASES:
+                section, field_name = FLAT_ALIASES[name].split(".")
+                nested[section][field_name] = value
+            else:
+                raise ConfigError(f"unknown training option {name!r}; see TrainConfig and FLAT_ALIASES")
+        learner = kwargs.pop("learner", "grpo")
+        if nested["learner"]:
+            spec = get_learner(learner) if isinstance(learner, str) else learner_for_config(learner)
+            base = {} if isinstance(learner, str) else {k: getattr(learner, k) for k in learner.__dataclass_fields__}
+            learner = spec.config(**{**base, **nested["learner"]})
+        return cls(learner=learner, env=EnvConfig(**nested["env"]), rollout=RolloutConfig(**nested["rollout"]),
+                   optim=OptimConfig(**nested["optim"]), **kwargs)
+
+
+FLAT_ALIASES: dict[str, str] = {
+    **{name: f"env.{name}" for name in ("num_entities", "hops", "num_questions", "max_turns", "top_k", "data_path", "corpus_path", "judge")},
+    "env_id": "env.id", "env_options": "env.options",
+    **{name: f"rollout.{name}" for name in ("group_size", "temperature", "max_turn_tokens", "max_response_tokens", "sglang_urls",
+                                            "weight_sync", "sglang_timeout_s", "reuse_kv", "max_batch_rows")},
+    "rollout_backend": "rollout.backend",
+    **{name: f"optim.{name}" for name in ("lr", "warmup_steps", "micro_batch", "gradient_checkpointing", "max_grad_norm", "lora", "lora_rank", "cold_start_steps",
+                                          "cold_start_batch", "cold_start_lr")},
+    **{name: f"learner.{name}" for name in ("eps_low", "eps_high", "kl_coef", "aggregation", "dynamic_sampling")},
+}
+"""Flat option names of the previous layout -> their nested place; the CLI still accepts them as flags
+(`--lr` for `--optim.lr`) for one version (see CHANGELOG.md)."""

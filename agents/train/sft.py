@@ -11,9 +11,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import gymnasium as gym
+import numpy as np
 import torch
 
 from agents.rollout.batch import token_logprobs
+from agents.train.distributed import all_reduce_sum, shard, sum_gradients
 from agents.train.update import pad_batch
 
 
@@ -72,3 +74,35 @@ def sft_step(
         loss_sum += float(loss.detach())
     return loss_sum
 
+
+
+def cold_start(trainer) -> list[float]:
+    """`cold_start_steps` supervised steps of `trainer.model` on oracle trajectories of its env (synthetic
+    world only), with a fresh AdamW at `cold_start_lr`; returns each step's loss (over every rank)."""
+    c = trainer.config
+    if c.optim.cold_start_steps <= 0:
+        return []
+    if not hasattr(trainer.env.unwrapped, "world"):
+        raise ValueError("cold start needs the synthetic world's oracle trajectories (env_id SearchQA-Synthetic-v0)")
+    model, tokenizer, acc = trainer.model, trainer.tokenizer, trainer.accelerator
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=c.optim.cold_start_lr, weight_decay=0.0)
+    rng = np.random.default_rng([c.seed, 7])
+    losses = []
+    for _ in range(c.optim.cold_start_steps):
+        chosen = [int(i) for i in rng.choice(trainer.num_questions, c.optim.cold_start_batch, replace=False)]
+        optimizer.zero_grad(set_to_none=True)
+        if acc is None:
+            batch = [oracle_example(trainer.env, tokenizer, i) for i in chosen]
+            losses.append(sft_step(model, batch, pad_id=tokenizer.pad_token_id, micro_batch=c.optim.micro_batch))
+            torch.nn.utils.clip_grad_norm_(params, c.optim.max_grad_norm)
+        else:
+            batch = [oracle_example(trainer.env, tokenizer, i) for i in shard(chosen, trainer.rank, trainer.world)]
+            (total,) = all_reduce_sum(acc, [sum(sum(e.loss_mask) for e in batch)])
+            with acc.no_sync(trainer.wrapped):
+                local = sft_step(model, batch, pad_id=tokenizer.pad_token_id, micro_batch=c.optim.micro_batch, total=int(total), backward=acc.backward)
+            sum_gradients(acc, params)
+            losses.append(all_reduce_sum(acc, [local])[0])
+            acc.clip_grad_norm_(params, c.optim.max_grad_norm)
+        optimizer.step()
+    return losses

@@ -54,6 +54,7 @@ def policy_gradient_step(
     temperature: float = 1.0,
     denominator: float | None = None,
     backward: Callable[[torch.Tensor], None] | None = None,
+    clip_ratio_c: float | None = None,
 ) -> UpdateStats:
     """Accumulate the clipped-loss gradient of every included trajectory into `model`'s `.grad`.
 
@@ -91,7 +92,7 @@ def policy_gradient_step(
                 ref = token_logprobs(reference, ids, attention, temperature=temperature, positions=mask)
         out = clipped_policy_loss(
             new, old, advantages, mask, eps_low=eps_low, eps_high=eps_high, aggregation=aggregation,
-            ref_logprobs=ref, kl_coef=kl_coef, denominator=denominator, norm_length=norm_length,
+            ref_logprobs=ref, kl_coef=kl_coef, denominator=denominator, norm_length=norm_length, clip_ratio_c=clip_ratio_c,
         )
         if backward is None:
             out.loss.backward()

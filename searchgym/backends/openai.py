@@ -3,10 +3,10 @@
 Each conversation of a batch is one HTTP request; a batch's requests run concurrently on a small thread
 pool (SGLang and vLLM batch concurrent requests on the server). Every request has a connect and a read
 timeout; failures that may pass (connection errors, timeouts, HTTP 429 and 5xx, an unreadable body) are
-retried `max_retries` times with exponential backoff, then raise `BackendTimeout` (the last failure was a
+retried `retries` times with jittered exponential backoff (`searchgym.retry`), then raise `BackendTimeout` (the last failure was a
 timeout) or `BackendError`. Other HTTP errors (400, 401, 404...) raise at once. So a dead server raises
-after at most `(max_retries + 1) * (connect_timeout_s + backoff)` seconds and a hung one after at most
-`(max_retries + 1) * (timeout_s + backoff)`.
+after at most `(retries + 1) * (connect_timeout_s + backoff)` seconds and a hung one after at most
+`(retries + 1) * (timeout_s + backoff)`.
 """
 
 from __future__ import annotations
@@ -20,12 +20,11 @@ from typing import Any
 
 from searchgym.backends.base import ChatMessage
 from searchgym.errors import BackendError, BackendTimeout, ConfigError
+from searchgym.retry import RETRY_STATUS, backoff_delay, check_retry_knobs
 
 __all__ = ["OpenAIChatBackend", "OpenAIConfig"]
 
 logger = logging.getLogger(__name__)
-
-_RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 
 
 @dataclass(frozen=True)
@@ -39,7 +38,7 @@ class OpenAIConfig:
     timeout_s: float = 120.0
     """Read timeout of one request, in seconds (a judge reply with analysis can take a while)."""
     connect_timeout_s: float = 5.0
-    max_retries: int = 2
+    retries: int = 2
     """Retries after the first attempt, for failures that may pass."""
     backoff_s: float = 0.5
     """Wait before the first retry; doubles for each further retry."""
@@ -55,8 +54,7 @@ class OpenAIConfig:
             raise ConfigError("OpenAIConfig.model must name the served model")
         if self.timeout_s <= 0 or self.connect_timeout_s <= 0:
             raise ConfigError("OpenAIConfig timeouts must be > 0 seconds")
-        if self.max_retries < 0 or self.backoff_s < 0:
-            raise ConfigError("OpenAIConfig.max_retries and backoff_s must be >= 0")
+        check_retry_knobs("OpenAIConfig", self.retries, self.backoff_s)
         if self.max_concurrency < 1:
             raise ConfigError(f"OpenAIConfig.max_concurrency must be >= 1, got {self.max_concurrency}")
 
@@ -115,11 +113,11 @@ class OpenAIChatBackend:
     def _complete(self, messages: list[ChatMessage], max_tokens: int, temperature: float) -> str:
         body = {**self.config.extra_body, "model": self.config.model, "messages": messages,
                 "max_tokens": max_tokens, "temperature": temperature}
-        attempts = self.config.max_retries + 1
+        attempts = self.config.retries + 1
         last: _Retryable | None = None
         for attempt in range(attempts):
             if attempt:
-                time.sleep(self.config.backoff_s * 2 ** (attempt - 1))
+                time.sleep(backoff_delay(self.config.backoff_s, attempt))
             try:
                 return self._post(body)
             except _Retryable as e:
@@ -141,7 +139,7 @@ class OpenAIChatBackend:
             raise _Retryable(f"connection failed ({type(e).__name__}: {e})") from e
         except (httpx.HTTPError, httpx.InvalidURL) as e:
             raise BackendError(f"{self._url}: request failed ({type(e).__name__}: {e})") from e
-        if response.status_code in _RETRY_STATUS:
+        if response.status_code in RETRY_STATUS:
             raise _Retryable(f"HTTP {response.status_code}: {response.text[:200]}")
         if response.status_code >= 400:
             raise BackendError(f"{self._url}: HTTP {response.status_code}: {response.text[:300]}")

@@ -13,33 +13,21 @@ from __future__ import annotations
 import argparse
 from dataclasses import fields
 
+from searchgym.cli.fields import field_choices, field_doc
 from searchgym.retrieval.dense import DenseIndexConfig
 from searchgym.retrieval.encoders import EncoderConfig
-
-
-def field_doc(cls, name: str) -> str:
-    """The attribute docstring of a config field, so the CLI help and the dataclass never disagree."""
-    import ast
-    import inspect
-
-    tree = ast.parse(inspect.getsource(cls))
-    body = tree.body[0].body  # type: ignore[attr-defined]
-    for node, nxt in zip(body, body[1:]):
-        if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", None) == name and isinstance(nxt, ast.Expr):
-            return " ".join(str(nxt.value.value).split())  # type: ignore[attr-defined]
-    return ""
 
 
 def add_encoder_arguments(p: argparse.ArgumentParser) -> None:
     d = EncoderConfig()
     p.add_argument("--encoder", default=d.model, help=field_doc(EncoderConfig, "model"))
-    p.add_argument("--prefixes", default=d.prefixes, choices=["none", "e5"], help=field_doc(EncoderConfig, "prefixes"))
+    p.add_argument("--prefixes", default=d.prefixes, choices=field_choices(EncoderConfig, "prefixes"), help=field_doc(EncoderConfig, "prefixes"))
     p.add_argument(
-        "--pooling", default=d.pooling, choices=["auto", "mean", "cls"], help=field_doc(EncoderConfig, "pooling")
+        "--pooling", default=d.pooling, choices=field_choices(EncoderConfig, "pooling"), help=field_doc(EncoderConfig, "pooling")
     )
     p.add_argument("--max-length", type=int, default=d.max_length, help=field_doc(EncoderConfig, "max_length"))
     p.add_argument("--batch-size", type=int, default=d.batch_size, help=field_doc(EncoderConfig, "batch_size"))
-    p.add_argument("--dtype", default=d.dtype, choices=["bfloat16", "float32"], help=field_doc(EncoderConfig, "dtype"))
+    p.add_argument("--dtype", default=d.dtype, choices=field_choices(EncoderConfig, "dtype"), help=field_doc(EncoderConfig, "dtype"))
     p.add_argument("--device", default=d.device, help=field_doc(EncoderConfig, "device"))
 
 
@@ -49,7 +37,7 @@ def add_index_arguments(p: argparse.ArgumentParser) -> None:
         "--index",
         dest="kind",
         default=d.kind,
-        choices=["flat", "hnsw", "ivf"],
+        choices=field_choices(DenseIndexConfig, "kind"),
         help=field_doc(DenseIndexConfig, "kind"),
     )
     for f in fields(DenseIndexConfig):

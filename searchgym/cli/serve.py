@@ -26,7 +26,7 @@ logger = logging.getLogger(__name__)
 
 
 def add_parser(subparsers) -> None:
-    from searchgym.cli.index import field_doc
+    from searchgym.cli.fields import field_doc
     from searchgym.retrieval.server import ServerConfig
 
     d = ServerConfig()

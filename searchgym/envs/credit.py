@@ -44,7 +44,7 @@ class EpisodeCredit:
     """Judge labels and entity matches for one episode, turn by turn."""
 
     def __init__(self, record: QARecord, judge: Judge | None, *, deferred: bool, match_entities: bool,
-                 gold_docs_searchable: bool | None):
+                 gold_docs_searchable: bool | None, entity_match: str = "normalized"):
         self.record = record
         self.judge = judge
         self.deferred = deferred
@@ -52,7 +52,7 @@ class EpisodeCredit:
         # A judge that looks for names in the same texts (GoldJudge: titles, answers) shares the scans.
         names_for = getattr(judge, "names_for", None)
         also = names_for(record) if callable(names_for) else ()
-        self.matcher = EntityMatcher(record.gold_entities, also=also) if match_entities and record.gold_entities else None
+        self.matcher = EntityMatcher(record.gold_entities, also=also, exact=entity_match == "exact") if match_entities and record.gold_entities else None
         if self.matcher is not None and not self.matcher.gold:
             self.matcher = None  # every gold entity normalizes to nothing: there is nothing to match
         # A synchronous judge that can follow one episode (`start`) labels its rounds in order; the others

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import gymnasium as gym
 
@@ -32,6 +32,9 @@ from searchgym.rewards import (
 from searchgym.rewards.answer import AnswerReward
 
 logger = logging.getLogger(__name__)
+
+EntityMatch = Literal["normalized", "exact"]
+"""How a gold entity matches the thinking text (the `entity_match` argument)."""
 
 MAX_TEXT = 1_000_000
 
@@ -120,6 +123,9 @@ class SearchQAEnv(gym.Env[str, str]):
       e.g. `LLMJudge(backend)`. `judge_mode`: `"sync"` or `"deferred"`; None follows the judge's own
       `deferred` attribute (gold: sync; LLM: deferred).
     - `match_entities`: report gold-entity matches when the question has gold entities (True).
+      `entity_match`: how a gold entity matches the thinking text: `"normalized"` (case, accents,
+      punctuation and articles ignored, whole phrases; `searchgym.entities`) or `"exact"` (the verbatim
+      string, E-GRPO's rule, which its learner asks for).
     - `render_mode`: None or `"ansi"` (the transcript as text).
 
     ## Version History
@@ -160,6 +166,7 @@ class SearchQAEnv(gym.Env[str, str]):
         judge: str | Judge | None = "auto",
         judge_mode: Literal["sync", "deferred"] | None = None,
         match_entities: bool = True,
+        entity_match: EntityMatch = "normalized",
     ):
         if not records:
             raise ConfigError("SearchQAEnv needs at least one question record")
@@ -190,6 +197,9 @@ class SearchQAEnv(gym.Env[str, str]):
         self.judge = _auto_judge(self.records) if self._judge_auto else resolve_judge(judge)
         self.judge_deferred = bool(self.judge.deferred) if judge_mode is None and self.judge is not None else judge_mode == "deferred"
         self.match_entities = bool(match_entities)
+        if entity_match not in get_args(EntityMatch):
+            raise ConfigError(f"entity_match must be one of {get_args(EntityMatch)}, got {entity_match!r}")
+        self.entity_match = entity_match
         self.render_mode = render_mode
         self.observation_space = UnicodeText(MAX_TEXT)
         self.action_space = UnicodeText(MAX_TEXT)
@@ -217,7 +227,8 @@ class SearchQAEnv(gym.Env[str, str]):
         self._turn_actions = []
         judge, self._labels_reason = self._episode_judge(self.record)
         self._credit = EpisodeCredit(self.record, judge, deferred=self.judge_deferred,
-                                     match_entities=self.match_entities, gold_docs_searchable=self._gold_docs_searchable(index))
+                                     match_entities=self.match_entities, gold_docs_searchable=self._gold_docs_searchable(index),
+                                     entity_match=self.entity_match)
         prompt = self.protocol.render_prompt(self.record.question)
         self.transcript = [("prompt", prompt)]
         info: ResetInfo = {

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args, runtime_checkable
 
 from searchgym.errors import ConfigError
 
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from searchgym.info import TurnLabels
 
 ErrorKind = Literal["timeout", "backend", "malformed", "exception", "count_mismatch"]
-ERROR_KINDS: tuple[str, ...] = ("timeout", "backend", "malformed", "exception", "count_mismatch")
+ERROR_KINDS: tuple[str, ...] = get_args(ErrorKind)
 
 
 @dataclass(frozen=True, slots=True)

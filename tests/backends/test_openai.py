@@ -79,7 +79,7 @@ def server():
 
 
 def backend(url, **kwargs):
-    defaults = {"model": "judge-model", "timeout_s": 2.0, "connect_timeout_s": 1.0, "max_retries": 2, "backoff_s": 0.01}
+    defaults = {"model": "judge-model", "timeout_s": 2.0, "connect_timeout_s": 1.0, "retries": 2, "backoff_s": 0.01}
     return OpenAIChatBackend(OpenAIConfig(base_url=url, **{**defaults, **kwargs}))
 
 
@@ -114,7 +114,7 @@ def test_client_errors_are_not_retried(server):
 
 def test_retries_are_bounded(server):
     server.plan = ["500"]
-    with backend(server.url, max_retries=1) as b, pytest.raises(BackendError, match="after 2 attempts") as info:
+    with backend(server.url, retries=1) as b, pytest.raises(BackendError, match="after 2 attempts") as info:
         b.chat([conv("x")])
     assert not isinstance(info.value, BackendTimeout)
     assert len(server.requests) == 2
@@ -123,7 +123,7 @@ def test_retries_are_bounded(server):
 def test_hung_server_times_out(server):
     server.plan = ["hang"]
     start = time.monotonic()
-    with backend(server.url, timeout_s=0.3, max_retries=1) as b, pytest.raises(BackendTimeout, match="timed out"):
+    with backend(server.url, timeout_s=0.3, retries=1) as b, pytest.raises(BackendTimeout, match="timed out"):
         b.chat([conv("x"), conv("y")])
     assert time.monotonic() - start < 10  # two attempts of 0.3 s each, not the server's 30 s
     assert len(server.requests) == 4  # 2 conversations x 2 attempts
@@ -140,7 +140,7 @@ def test_dead_port_raises_quickly():
 
 
 def test_config_is_validated():
-    for kwargs in ({"base_url": "localhost:1"}, {"model": ""}, {"timeout_s": 0}, {"max_retries": -1}, {"max_concurrency": 0}):
+    for kwargs in ({"base_url": "localhost:1"}, {"model": ""}, {"timeout_s": 0}, {"retries": -1}, {"max_concurrency": 0}):
         with pytest.raises(ConfigError):
             OpenAIConfig(**{"base_url": "http://127.0.0.1:1/v1", "model": "m", **kwargs})
 
@@ -162,6 +162,6 @@ def test_llm_judge_end_to_end_over_http(server):
 
 def test_llm_judge_over_hung_server_fails_labels_not_the_caller(server):
     server.plan = ["hang"]
-    with backend(server.url, timeout_s=0.2, max_retries=0) as b:
+    with backend(server.url, timeout_s=0.2, retries=0) as b:
         (v,) = LLMJudge(b).label([req(BRIDGE, rnd("capital of Italy", "d1"))])
     assert v.failed and v.error == "timeout" and v.contribution == 0

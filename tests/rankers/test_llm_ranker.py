@@ -27,9 +27,35 @@ from searchgym.retrieval import Hit
         ("", 5, 2, (), "no_reason"),
     ],
 )
-def test_parse_rerank(text, n, k, order, error):
-    parsed = parse_rerank(text, n, k)
+def test_parse_rerank_lenient(text, n, k, order, error):
+    parsed = parse_rerank(text, n, k, strict=False)
     assert (parsed.order, parsed.error, parsed.valid) == (order, error, error is None)
+
+
+@pytest.mark.parametrize(
+    "text, order, error",
+    [
+        ("<reason>doc 3 names the river</reason><rerank>[3] > [1]</rerank>", (2, 0), None),
+        ("Sure!\n<reason>\nmulti\nline\n</reason>\n<rerank>[2]>[5]</rerank>\n", (1, 4), None),  # text before, whitespace after
+        ("<reason>r</reason><rerank>[3] > [1]</rerank> trailing", (), "extra_text"),
+        ("<reason>r</reason>so: <rerank>[3] > [1]</rerank>", (), "extra_text"),
+        ("<reason>a</reason><reason>b</reason><rerank>[3] > [1]</rerank>", (), "two_reasons"),
+        ("<reason>r</reason><rerank>[ 3 ] > [1]</rerank>", (), "bad_item"),
+        ("<reason>r</reason><rerank>[3] > [1]</rerank><rerank>[1] > [2]</rerank>", (), "bad_item"),  # one block spanning both
+        ("<reason>r</reason>", (), "no_rerank"),
+        ("<reason>r</reason><rerank>[4] > [4]</rerank>", (), "duplicate"),
+    ],
+)
+def test_parse_rerank_strict_follows_the_official_validator(text, order, error):
+    parsed = parse_rerank(text, 5, 2)  # strict is the default
+    assert (parsed.order, parsed.error, parsed.valid) == (order, error, error is None)
+
+
+def test_the_ranker_config_chooses_the_parser():
+    assert LLMRankerConfig().strict is True
+    raw = "<reason>r</reason><rerank>[ 2 ] > [1]</rerank> ok"
+    assert parse_rerank(raw, 5, 2, strict=LLMRankerConfig(strict=False).strict).order == (1, 0)
+    assert not parse_rerank(raw, 5, 2, strict=LLMRankerConfig().strict).valid
 
 
 class _Scripted:

@@ -387,7 +387,7 @@ def test_llm_judge_faults_flag_the_rounds(fault, mode, ten_doc_corpus, small_rec
 
     kind, read_timeout, judge_timeout, expected = JUDGE_FAULTS[fault]
     server = SilentServer() if kind == "silent" else ChatServer(GARBAGE_REPLY if kind == "garbage" else b"<html>502 Bad Gateway</html>")
-    backend = OpenAIChatBackend(OpenAIConfig(f"http://127.0.0.1:{server.port}/v1", "judge", timeout_s=read_timeout, connect_timeout_s=1.0, max_retries=1, backoff_s=0.05))
+    backend = OpenAIChatBackend(OpenAIConfig(f"http://127.0.0.1:{server.port}/v1", "judge", timeout_s=read_timeout, connect_timeout_s=1.0, retries=1, backoff_s=0.05))
     judge = LLMJudge(backend, LLMJudgeConfig(timeout_s=judge_timeout, attempts=2, deferred=mode == "deferred"))
     env = SearchQAEnv(small_records, ten_doc_corpus, retriever="rank_bm25", cache_dir=False, judge=judge, max_turns=4)
     try:
@@ -423,13 +423,17 @@ FULL_DISK_RUN = textwrap.dedent(
     """
     import json, resource, signal, sys, torch
     from pathlib import Path
+    from dataclasses import replace
     from agents.train import TrainConfig
+    from agents.train.config import EnvConfig, OptimConfig, RolloutConfig
     from agents.train.checkpoint import CheckpointError, list_checkpoints, load_checkpoint, trainable_state
     from agents.train.trainer import Trainer
 
     out = Path(sys.argv[1])
-    config = TrainConfig(model="tiny", num_entities=300, num_questions=20, steps=2, questions_per_step=2, group_size=2,
-                         max_turn_tokens=12, max_response_tokens=64, max_turns=2, micro_batch=2, out_dir=str(out), lr=1e-3)
+    config = TrainConfig(model="tiny", steps=2, questions_per_step=2, out_dir=str(out),
+                         env=EnvConfig(num_entities=300, num_questions=20, max_turns=2),
+                         rollout=RolloutConfig(group_size=2, max_turn_tokens=12, max_response_tokens=64),
+                         optim=OptimConfig(micro_batch=2, lr=1e-3))
     trainer = Trainer(config)
     trainer.train_step()
     saved = trainable_state(trainer.model)
@@ -447,7 +451,7 @@ FULL_DISK_RUN = textwrap.dedent(
         finally:
             resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
     root = out / "checkpoints"
-    fresh = Trainer(TrainConfig(**{**config.__dict__, "resume": False, "out_dir": str(out / "fresh")}))
+    fresh = Trainer(replace(config, resume=False, out_dir=str(out / "fresh")))
     state = load_checkpoint(list_checkpoints(root)[-1], fresh.models, fresh.optimizers)
     same = all(torch.equal(saved[n], p) for n, p in trainable_state(fresh.model).items())
     print(json.dumps({"errors": errors, "folders": sorted(p.name for p in root.iterdir()), "restored_position": state["position"],
@@ -477,11 +481,14 @@ def test_checkpoint_write_fails_on_a_full_disk(tmp_path):
     # is dropped and logged again when step 2 is redone.
     from agents.train import TrainConfig
     from agents.train.checkpoint import list_checkpoints
+    from agents.train.config import EnvConfig, OptimConfig, RolloutConfig
     from agents.train.trainer import Trainer
 
     assert [json.loads(x)["step"] for x in (out / "metrics.jsonl").read_text().splitlines()] == [1, 2]
-    trainer = Trainer(TrainConfig(model="tiny", num_entities=300, num_questions=20, steps=2, questions_per_step=2, group_size=2,
-                                  max_turn_tokens=12, max_response_tokens=64, max_turns=2, micro_batch=2, out_dir=str(out), lr=1e-3))
+    trainer = Trainer(TrainConfig(model="tiny", steps=2, questions_per_step=2, out_dir=str(out),
+                                  env=EnvConfig(num_entities=300, num_questions=20, max_turns=2),
+                                  rollout=RolloutConfig(group_size=2, max_turn_tokens=12, max_response_tokens=64),
+                                  optim=OptimConfig(micro_batch=2, lr=1e-3)))
     assert trainer.step == 1 and [json.loads(x)["step"] for x in (out / "metrics.jsonl").read_text().splitlines()] == [1]
     trainer.run()
     trainer.close()

@@ -32,6 +32,10 @@ def test_streaming_hash_equals_corpus_hash(ten_doc_corpus):
     assert h.hexdigest() == ten_doc_corpus.content_hash
 
 
+FLOAT32_SCORE_TOL = 1e-3
+"""Cosine scores of float32 embeddings of one text encoded in different batches agree to about 1e-4."""
+
+
 def test_build_then_load_gives_the_in_memory_results(built, ten_doc_corpus, minilm):
     folder, _ = built
     manifest = IndexManifest.read(folder)
@@ -47,7 +51,11 @@ def test_build_then_load_gives_the_in_memory_results(built, ten_doc_corpus, mini
     loaded = DenseRetriever.load(folder, encoder=minilm)
     direct = DenseRetriever(ten_doc_corpus, encoder=minilm, cache_dir=False)
     for a, b in zip(loaded.search(QUERIES, 5), direct.search(QUERIES, 5)):
-        assert [(h.doc, round(h.score, 5)) for h in a] == [(h.doc, round(h.score, 5)) for h in b]
+        # The same documents in the same order; scores equal up to float32 encoder noise: the two encode in
+        # different batches, and under load their dot products were seen to differ by 1e-4.
+        assert [h.doc for h in a] == [h.doc for h in b]
+        assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=FLOAT32_SCORE_TOL)
+        assert all(x.score >= y.score for x, y in zip(a, a[1:]))
     assert loaded.describe() == direct.describe()
 
 

@@ -37,10 +37,11 @@ def test_ranker_groups_calls_and_updates(tmp_path):
     trainer = Trainer(tiny_config(tmp_path, learner="cosearch", top_k=2))
     env = trainer._make_env("train")
     base = env.unwrapped
+    ranker = trainer.second_model
     ranker_model = trainer.models["ranker"]
     # Four samples of the same question make one cluster (same sub-query); their rankings differ, so their
     # Eq. 6 rewards differ: gold first, gold second, gold not shown, unparseable.
-    trainer.ranker_backend.policy = ScriptedRanker(ranker_model, trainer.ranker_policy.tokenizer, [
+    ranker.backend.policy = ScriptedRanker(ranker_model, ranker.policy.tokenizer, [
         "<reason>a</reason><rerank>[1] > [2]</rerank>",
         "<reason>b</reason><rerank>[2] > [1]</rerank>",
         "<reason>c</reason><rerank>[4] > [5]</rerank>",
@@ -59,7 +60,7 @@ def test_ranker_groups_calls_and_updates(tmp_path):
     calls = [i["ranker"] for t in trajectories for i in t.step_infos if i.get("ranker")]
     assert len(calls) == 4 and [c["valid"] for c in calls] == [True, True, True, False]
     before = {n: p.detach().clone() for n, p in ranker_model.named_parameters()}
-    metrics = trainer._ranker_step(trajectories)
+    metrics = ranker.train_step(trajectories, trainer.env)
     trainer.close()
     assert metrics["ranker/calls"] == 4 and metrics["ranker/groups"] == 1
     assert metrics["ranker/valid_rate"] == 0.75

@@ -7,7 +7,9 @@ import pytest
 import torch
 
 from agents.train import TrainConfig
+from agents.learners import CWGRPOConfig
 from agents.train.checkpoint import list_checkpoints
+from agents.train.config import RolloutConfig
 from agents.train.trainer import Trainer
 from searchgym.errors import ConfigError
 
@@ -16,7 +18,7 @@ def tiny_config(tmp_path, **overrides) -> TrainConfig:
     base = dict(model="tiny", num_entities=300, num_questions=20, hops=(1,), steps=2, questions_per_step=2, group_size=2,
                 max_turn_tokens=12, max_response_tokens=64, max_turns=2, micro_batch=2, out_dir=str(tmp_path / "run"), lr=1e-3)
     base.update(overrides)
-    return TrainConfig(**base)
+    return TrainConfig.from_flat(**base)
 
 
 @pytest.mark.parametrize("learner", ["grpo", "cw-grpo", "e-grpo", "cosearch"])
@@ -41,13 +43,17 @@ def test_each_learner_trains_end_to_end(tmp_path, learner):
         parts = [m["time/generate_s"], m["time/env_s"], m["time/update_s"], m["time/other_s"]]
         assert all(p >= 0 for p in parts) and m["time/generate_s"] > 0 and m["time/update_s"] > 0
         assert sum(parts[:3]) <= m["time/step_s"]
-        assert m["rollout/sampled_tok_s"] > 0 and m["rollout/prefill_tok_s"] > 0 and m["mem/peak_rss_gb"] > 0
+        assert m["perf/sampled_tok_s"] > 0 and m["perf/prefill_tok_s"] > 0 and m["perf/peak_rss_gb"] > 0
+    # What each learner asked of the env, and its official KL default (a reference model only with KL).
+    env = trainer.env.unwrapped
+    assert (trainer.reference is not None) == (learner in ("cw-grpo", "cosearch"))
     if learner == "cw-grpo":
-        assert "cw_grpo/contributing_round_share" in history[-1]
+        assert "cw_grpo/contributing_round_share" in history[-1] and env.judge is not None
     if learner == "e-grpo":
-        assert "e_grpo/entity_rate" in history[-1]
+        assert "e_grpo/entity_rate" in history[-1] and env.entity_match == "exact"
     if learner == "cosearch":
-        assert "ranker/calls" in history[-1]
+        assert "ranker/calls" in history[-1] and type(env.ranker).__name__ == "LLMRanker"
+        assert trainer.second_model.reference is not None
 
 
 def test_resume_reproduces_the_next_step(tmp_path):
@@ -81,4 +87,37 @@ def test_config_errors():
     with pytest.raises(ConfigError, match="learner"):
         TrainConfig(learner="ppo")
     with pytest.raises(ConfigError, match="group_size"):
-        TrainConfig(group_size=1)
+        RolloutConfig(group_size=1)
+    with pytest.raises(ConfigError, match="TrainConfig.env must be an EnvConfig"):
+        TrainConfig(env={"hops": (1,)})
+    with pytest.raises(ConfigError, match="unknown training option 'hop'"):
+        TrainConfig.from_flat(hop=(1,))
+
+
+def test_flat_names_map_to_their_one_nested_place():
+    config = TrainConfig.from_flat(learner="cw-grpo", hops=(1, 2), lr=1e-5, group_size=3, kl_coef=0.0, env_id="SearchQA-Synthetic-v0", steps=5)
+    assert (config.env.hops, config.optim.lr, config.rollout.group_size, config.steps) == ((1, 2), 1e-5, 3, 5)
+    assert config.learner == CWGRPOConfig(kl_coef=0.0)
+
+
+def test_a_checkpoint_of_the_old_config_layout_is_refused_by_version(tmp_path):
+    from agents.train.checkpoint import CheckpointError
+
+    first = Trainer(tiny_config(tmp_path, steps=1))
+    first.run()
+    first.close()
+    (state_path,) = (tmp_path / "run" / "checkpoints").glob("step-*/state.json")
+    state = json.loads(state_path.read_text())
+    assert state["config"]["version"] == 2 and state["config"]["learner_name"] == "grpo"
+    del state["config"]["version"]  # what a checkpoint written before the learner registry holds
+    state_path.write_text(json.dumps(state))
+    with pytest.raises(CheckpointError, match="config version 1, this is version 2"):
+        Trainer(tiny_config(tmp_path, steps=2))
+
+
+def test_a_learner_is_named_or_given_as_its_config():
+    assert TrainConfig(learner="cw-grpo").learner == CWGRPOConfig()
+    config = TrainConfig(learner=CWGRPOConfig(alpha=2.0))
+    assert config.learner_name == "cw-grpo" and config.learner.alpha == 2.0
+    with pytest.raises(ConfigError, match="unknown learner 'ppo'; registered: .*cw-grpo"):
+        TrainConfig(learner="ppo")

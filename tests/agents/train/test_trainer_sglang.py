@@ -34,7 +34,9 @@ from agents.models import TinyModelConfig, build_tiny_model, save_model
 from agents.policies.fanout import FanOutPolicy
 from agents.policies.hf import HFPolicy, HFPolicyConfig
 from agents.rollout import RolloutEngine
+from agents.learners import GRPOConfig
 from agents.train import TrainConfig
+from agents.train.config import OptimConfig, RolloutConfig
 from agents.train.trainer import Trainer
 from searchgym.errors import BackendError, ConfigError
 from tests.agents.fake_sglang import FakeSGLang
@@ -45,12 +47,12 @@ SERVER_SEED = 5  # the fakes' starting weights; the trainer's tiny model is seed
 BASE = {
     "model": "tiny", "num_entities": 300, "num_questions": 20, "hops": (1,), "steps": 2, "questions_per_step": 2, "group_size": 2,
     "max_turn_tokens": 12, "max_response_tokens": 64, "max_turns": 2, "micro_batch": 4, "lr": 1e-2, "cold_start_steps": 1,
-    "cold_start_batch": 4, "cold_start_lr": 1e-2, "kl_coef": 0.5, "rollout_backend": "sglang", "sglang_timeout_s": 30.0,
+    "cold_start_batch": 4, "cold_start_lr": 1e-2, "learner": GRPOConfig(kl_coef=0.5), "rollout_backend": "sglang", "sglang_timeout_s": 30.0,
 }
 
 
 def sglang_config(tmp_path, urls, **overrides) -> TrainConfig:
-    return TrainConfig(**{**BASE, "out_dir": str(tmp_path / "run"), "sglang_urls": tuple(urls), **overrides})
+    return TrainConfig.from_flat(**{**BASE, "out_dir": str(tmp_path / "run"), "sglang_urls": tuple(urls), **overrides})
 
 
 def fake_server() -> FakeSGLang:
@@ -194,7 +196,9 @@ def test_what_must_match_an_in_process_run(tmp_path, fakes):
         first_turn = {tuple(b["input_ids"]) for b in generate_bodies(fake)[: 2 * len(expected)]}
         assert _step_questions(local) == _step_questions(served)
         assert sorted(first_turn) == sorted(tuple(e) for e in expected)
-        assert set(m_served) == set(m_local) | {"time/sync_s"}
+        # A server does not report its prefill counts: those come from the in-process policy only.
+        counted_here = {"perf/prefill_tok_s", "rollout/prefill_tokens", "rollout/reused_tokens"}
+        assert set(m_served) == (set(m_local) - counted_here) | {"time/sync_s"}
         for m in (m_local, m_served):
             assert m["loss/ratio_mean"] == pytest.approx(1.0, abs=1e-4) and m["loss/clip_frac_high"] == 0.0
     finally:
@@ -214,39 +218,40 @@ def _step_questions(trainer: Trainer) -> list[int]:
 
 def test_config_rejects_bad_backend_combinations():
     with pytest.raises(ConfigError, match="needs at least one server"):
-        TrainConfig(rollout_backend="sglang")
-    with pytest.raises(ConfigError, match="rollout_backend is 'hf'"):
-        TrainConfig(sglang_urls=("http://127.0.0.1:30000",))
+        RolloutConfig(backend="sglang")
+    with pytest.raises(ConfigError, match="rollout backend is 'hf'"):
+        RolloutConfig(sglang_urls=("http://127.0.0.1:30000",))
     with pytest.raises(ConfigError, match="http:// or https://"):
-        TrainConfig(rollout_backend="sglang", sglang_urls=("127.0.0.1:30000",))
+        RolloutConfig(backend="sglang", sglang_urls=("127.0.0.1:30000",))
     with pytest.raises(ConfigError, match="twice"):
-        TrainConfig(rollout_backend="sglang", sglang_urls=("http://a:1", "http://a:1/"))
+        RolloutConfig(backend="sglang", sglang_urls=("http://a:1", "http://a:1/"))
     with pytest.raises(ConfigError, match="string"):
-        TrainConfig(rollout_backend="sglang", sglang_urls="http://a:1")  # type: ignore[arg-type]
+        RolloutConfig(backend="sglang", sglang_urls="http://a:1")  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="lora"):
-        TrainConfig(rollout_backend="sglang", sglang_urls=("http://a:1",), lora=True)
-    with pytest.raises(ConfigError, match="rollout_backend"):
-        TrainConfig(rollout_backend="vllm")  # type: ignore[arg-type]
+        TrainConfig(rollout=RolloutConfig(backend="sglang", sglang_urls=("http://a:1",)), optim=OptimConfig(lora=True))
+    with pytest.raises(ConfigError, match="rollout backend must be one of"):
+        RolloutConfig(backend="vllm")  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="weight_sync"):
-        TrainConfig(weight_sync="nccl")  # type: ignore[arg-type]
+        RolloutConfig(weight_sync="nccl")  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="sglang_timeout_s"):
-        TrainConfig(sglang_timeout_s=0)
-    assert TrainConfig(rollout_backend="sglang", sglang_urls=["http://a:1", "http://b:2"]).sglang_urls == ("http://a:1", "http://b:2")
+        RolloutConfig(sglang_timeout_s=0)
+    assert RolloutConfig(backend="sglang", sglang_urls=["http://a:1", "http://b:2"]).sglang_urls == ("http://a:1", "http://b:2")
 
 
-def test_the_cli_builds_the_backend_options():
-    import argparse
+@pytest.mark.parametrize("flags", [
+    ["--rollout.backend", "sglang", "--rollout.sglang-urls", "http://127.0.0.1:30000", "http://127.0.0.1:30001", "--rollout.weight-sync", "tensors"],
+    # the previous layout's flat flags, aliases for one version
+    ["--rollout-backend", "sglang", "--sglang-urls", "http://127.0.0.1:30000", "http://127.0.0.1:30001", "--weight-sync", "tensors"],
+])
+def test_the_cli_builds_the_backend_options(flags):
+    from agents.cli import build_parser
+    from agents.cli.train import config_from_args
 
-    from agents.cli.dataclass_args import add_dataclass_arguments, dataclass_from_args
-
-    parser = argparse.ArgumentParser()
-    add_dataclass_arguments(parser, TrainConfig)
-    args = parser.parse_args(["--rollout-backend", "sglang", "--sglang-urls", "http://127.0.0.1:30000", "http://127.0.0.1:30001",
-                              "--weight-sync", "tensors", "--device", "cpu"])
-    config = dataclass_from_args(TrainConfig, args)
-    assert config.sglang_urls == ("http://127.0.0.1:30000", "http://127.0.0.1:30001") and config.weight_sync == "tensors"
+    parser = build_parser()
+    config = config_from_args(parser.parse_args(["train", *flags, "--device", "cpu"]))
+    assert config.rollout.sglang_urls == ("http://127.0.0.1:30000", "http://127.0.0.1:30001") and config.rollout.weight_sync == "tensors"
     with pytest.raises(SystemExit):
-        parser.parse_args(["--rollout-backend", "vllm"])
+        parser.parse_args(["train", "--rollout.backend", "vllm"])
 
 
 def test_an_unreachable_server_is_a_typed_error_in_bounded_time(tmp_path):
@@ -376,9 +381,11 @@ def test_one_step_against_a_real_sglang_server_disk_sync(tmp_path, real_server):
 TENSOR_STEP = """
 import json, sys, torch
 torch.set_num_threads(1)
+from agents.learners import GRPOConfig
 from agents.train import TrainConfig
 from agents.train.trainer import Trainer
-trainer = Trainer(TrainConfig(**json.loads(sys.argv[1])))
+config = json.loads(sys.argv[1])
+trainer = Trainer(TrainConfig.from_flat(**{**config, "learner": GRPOConfig(**config["learner"])}))
 trainer.cold_start()
 metrics = trainer.train_step()
 version = trainer.rollout_policy.members[0].model_info()["weight_version"]
@@ -400,7 +407,7 @@ def test_one_step_against_a_real_sglang_server_tensor_sync(tmp_path, real_server
     probe = subprocess.run([str(VENV / "bin" / "python"), "-c", "import agents.train.trainer"], env=env, capture_output=True, check=False, timeout=120)
     if probe.returncode != 0:
         pytest.skip(f"the server venv cannot import the trainer: {probe.stderr.decode()[-300:]}")
-    config = {**BASE, "out_dir": str(tmp_path / "run"), "sglang_urls": [real_server.url], "steps": 1, "weight_sync": "tensors", "sglang_timeout_s": 120.0,
+    config = {**BASE, "learner": {"kl_coef": BASE["learner"].kl_coef}, "out_dir": str(tmp_path / "run"), "sglang_urls": [real_server.url], "steps": 1, "weight_sync": "tensors", "sglang_timeout_s": 120.0,
               "env_options": {"retriever": "rank_bm25"}}  # the server venv has no numba for bm25s
     # Output to a file, not a pipe: the torch_shm_manager daemon that CPU tensor sharing starts inherits the
     # child's streams and lives as long as the server holds the shared segments.

@@ -1,0 +1,151 @@
+"""COSEARCH's second trained model: the ranker, a policy behind the `ChatBackend` the env's `LLMRanker` calls.
+
+`PolicyChatBackend` samples the ranker's replies with an `agents` policy and remembers, for every reply,
+the prompt ids, the sampled ids and their logprobs. `RankerTrainer` (the learner's second-model hook, see
+`agents.learners.registry.SecondModel`) puts that ranker into the env, and after each step's rollouts matches
+the ranker calls recorded in step info (`info["ranker"]`: messages and raw output) to those generations, so
+the ranker's GRPO update trains on exactly the tokens that were sampled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+import copy
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from agents.learners import cosearch
+from agents.learners.batch import LearnerBatch, Trajectory
+from agents.learners.grpo import outcome_reward
+from agents.learners.registry import SecondModelContext
+from agents.policies.base import SamplingParams
+from searchgym.errors import BackendError, SearchGymError
+
+
+@dataclass
+class RankerGeneration:
+    token_ids: list[int]
+    loss_mask: list[int]
+    logprobs: list[float]
+
+
+class PolicyChatBackend:
+    """A `ChatBackend` that samples with a `Policy` and logs each generation for training."""
+
+    def __init__(self, policy, *, temperature: float = 1.0, max_tokens: int = 96, seed: int | None = None):
+        self.policy = policy
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.seed = seed
+        self._calls = 0
+        self.log: dict[tuple[str, str], RankerGeneration] = {}
+
+    def chat(self, conversations: Sequence[Sequence[dict]], *, max_tokens: int = 512, temperature: float = 0.0) -> list[str]:
+        tok = self.policy.tokenizer
+        prompts = [tok.apply_chat_template(list(c), add_generation_prompt=True, tokenize=False) for c in conversations]
+        ids = [tok.encode(p, add_special_tokens=False) for p in prompts]
+        self._calls += 1
+        params = SamplingParams(n=1, temperature=self.temperature, max_new_tokens=min(max_tokens, self.max_tokens), stop=("</rerank>",),
+                                seed=None if self.seed is None else self.seed * 7919 + self._calls)
+        try:
+            outs = self.policy.generate(ids, params)
+        except SearchGymError as e:
+            raise BackendError(f"ranker policy failed: {e}") from e
+        replies = []
+        for prompt, prompt_ids, group in zip(prompts, ids, outs):
+            c = group[0]
+            replies.append(c.text)
+            self.log[(prompt, c.text)] = RankerGeneration(prompt_ids + list(c.token_ids), [0] * len(prompt_ids) + [1] * len(c.token_ids), [0.0] * len(prompt_ids) + list(c.logprobs))
+        return replies
+
+    def take(self, messages: Sequence[dict], raw_output: str) -> RankerGeneration | None:
+        """The logged generation of one recorded call (removed from the log), or None if unknown."""
+        prompt = self.policy.tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=False)
+        return self.log.pop((prompt, raw_output), None)
+
+    def clear(self) -> None:
+        self.log.clear()
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "policy", "policy": self.policy.describe(), "temperature": self.temperature}
+
+
+class RankerTrainer:
+    """COSEARCH's ranker as the learner's second model: its own copy of a model, optimizer and sampler."""
+
+    def __init__(self, ctx: SecondModelContext):
+        from agents.policies.hf import HFPolicy, HFPolicyConfig
+
+        self.ctx = ctx
+        self.config: cosearch.CoSearchConfig = ctx.learner_config
+        model, tokenizer = ctx.load_model(self.config.ranker_model or ctx.policy_model, ctx.seed + 1)
+        model.train()
+        self.policy = HFPolicy(model, tokenizer, config=HFPolicyConfig(seed=ctx.seed + 1))
+        self.backend = PolicyChatBackend(self.policy, temperature=self.config.ranker_temperature, seed=ctx.seed)
+        self.reference = copy.deepcopy(model).eval() if self.config.kl_coef > 0 else None
+        """A frozen copy of the ranker's starting weights, for the k3 KL."""
+        self.models: dict[str, torch.nn.Module] = {"ranker": model}
+        self.optimizers = {"ranker": ctx.optimizer(model)}
+
+    def env_options(self) -> dict[str, Any]:
+        """The trained ranker behind search, choosing `top_k` of `ranker_candidates` retrieved documents."""
+        from searchgym.rankers.llm import LLMRanker, LLMRankerConfig
+
+        c = self.config
+        ranker = LLMRanker(self.backend, LLMRankerConfig(max_doc_chars=c.ranker_max_doc_chars, max_tokens=c.ranker_max_tokens,
+                                                          temperature=c.ranker_temperature))
+        return {"ranker": ranker, "candidates": c.ranker_candidates}
+
+    def begin_step(self) -> None:
+        self.backend.clear()
+
+    def mark_restored(self) -> None:
+        self.policy.mark_updated()
+
+    def train_step(self, trajectories: Sequence[Trajectory], env: Any) -> dict[str, float]:
+        """Score, cluster and GRPO-update the ranker on this step's ranker calls."""
+        calls, golds, r_main, gens = [], [], [], []
+        corpus = env.unwrapped.corpus
+        texts = (lambda doc_id: cosearch.relevance_text(corpus.get(doc_id).title, corpus.get(doc_id).text)) if corpus is not None else None
+        questions = []
+        for i, t in enumerate(trajectories):
+            f1 = outcome_reward(t.step_infos, "f1") if t.step_infos else 0.0
+            recorded = [s for s in t.step_infos if s.get("ranker")]
+            for call, info in zip(cosearch.calls_from_trajectory(t.step_infos, texts=texts, trajectory=i), recorded):
+                gen = self.backend.take(info["ranker"]["messages"], info["ranker"]["raw_output"] or "")
+                if gen is None:
+                    continue  # a backend failure: nothing was sampled, nothing to train on
+                calls.append(call)
+                golds.append(t.gold_answers or [])
+                r_main.append(f1)
+                gens.append(gen)
+                questions.append(getattr(t, "question_id", None) or call.question)
+        if not calls:
+            return {"ranker/calls": 0.0}
+        batch = cosearch.rank_batch(calls, golds, r_main, self.config, questions)
+        targets = LearnerBatch(
+            advantages=[torch.full((len(g.token_ids),), batch.advantages.get(i, 0.0)) for i, g in enumerate(gens)],
+            include=[i in batch.advantages for i in range(len(gens))],
+            rewards=[s.reward for s in batch.scores],
+        )
+        model = self.models["ranker"]
+        optimizer, scheduler = self.optimizers["ranker"]
+        optimizer.zero_grad(set_to_none=True)
+        c = self.config
+        stats = self.ctx.policy_gradient_step(model, gens, targets, pad_id=self.policy.tokenizer.pad_token_id,
+                                              micro_batch=self.ctx.micro_batch, eps_low=c.eps_low, eps_high=c.eps_high,
+                                              aggregation=c.aggregation, temperature=self.backend.temperature,
+                                              clip_ratio_c=c.clip_ratio_c, kl_coef=c.kl_coef, reference=self.reference)
+        if stats.loss_tokens:
+            torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], self.ctx.max_grad_norm)
+            optimizer.step()
+        scheduler.step()
+        self.policy.mark_updated()
+        return {
+            "ranker/calls": float(len(calls)), "ranker/groups": float(len(batch.groups)),
+            "ranker/reward": float(np.mean(targets.rewards)), "ranker/valid_rate": float(np.mean([c.valid for c in calls])),
+            "ranker/loss": stats.loss,
+        }

@@ -1,0 +1,112 @@
+"""Set-up routines of a training run: device check, seeding, model loading, LoRA, optimizers, the rollout
+sampler. Each is a plain function of the config, so the trainer only calls them."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import random
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from agents.models import TinyModelConfig, build_tiny_model, load_model_and_tokenizer
+from agents.train.checkpoint import CheckpointError
+from searchgym.errors import BackendError, ConfigError
+
+CONFIG_VERSION = 2
+"""The layout of the config saved in checkpoints; 2: options nested as learner, env, rollout and optim."""
+
+
+def load_model(name: str, seed: int, device: str = "cpu"):
+    """(model, tokenizer): `tiny` is a random 2-layer model seeded by `seed`; anything else is loaded."""
+    if name == "tiny":
+        torch.manual_seed(seed)
+        model, tokenizer = build_tiny_model(TinyModelConfig())
+        return model.to(device), tokenizer
+    return load_model_and_tokenizer(name, dtype="float32", device=device)
+
+
+def check_device(device: str) -> None:
+    try:
+        kind = torch.device(device).type
+    except RuntimeError as e:
+        raise ConfigError(f"device must be cpu, cuda or cuda:N, got {device!r}") from e
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"device {device!r} asked for, but torch sees no CUDA device here; use device='cpu'")
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def with_lora(model, rank: int):
+    from peft import LoraConfig, get_peft_model
+
+    return get_peft_model(model, LoraConfig(r=rank, lora_alpha=2 * rank, target_modules=["q_proj", "k_proj", "v_proj", "o_proj"], lora_dropout=0.0))
+
+
+def make_optimizer(model: torch.nn.Module, lr: float, warmup_steps: int):
+    """(AdamW over the trainable weights, a linear warm-up scheduler)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
+    warmup = max(warmup_steps, 1)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warmup))
+    return optimizer, scheduler
+
+
+def rollout_policy(config, policy, tokenizer, rank: int):
+    """What samples rollouts: the trained `policy` itself (`hf`), or a FanOutPolicy over SGLang clients that
+    all answer /health."""
+    c = config
+    if c.rollout.backend == "hf":
+        return policy
+    if c.rollout.weight_sync == "tensors" and importlib.util.find_spec("sglang") is None:
+        raise ConfigError("weight_sync='tensors' needs the sglang package importable in the trainer's process "
+                          "(pip install 'searchgym[sglang]'); use weight_sync='disk' otherwise")
+    from agents.policies.fanout import FanOutPolicy
+    from agents.policies.http import HTTPConfig
+    from agents.policies.sglang import SGLangPolicy, SGLangPolicyConfig
+
+    http = HTTPConfig(timeout_s=c.rollout.sglang_timeout_s)
+    fan = FanOutPolicy([SGLangPolicy(SGLangPolicyConfig(url=url, http=http), tokenizer=tokenizer) for url in c.rollout.sglang_urls])
+    fan.assign(rank)  # ranks start their round robin on different servers
+    down = [m.config.url for m in fan.members if not m.health(timeout_s=min(10.0, c.rollout.sglang_timeout_s))]
+    if down:
+        fan.close()
+        raise BackendError(f"no SGLang server answers /health at {', '.join(down)}; start them first "
+                           "(python -m sglang.launch_server, see docs/learners.md) or fix sglang_urls")
+    return fan
+
+
+def jsonable_config(config) -> dict[str, Any]:
+    """The config as JSON values, with the learner's registered name and the layout version."""
+    out = json.loads(json.dumps(asdict(config), default=str))
+    return {"version": CONFIG_VERSION, "learner_name": config.learner_name, **out}
+
+
+def env_kwargs(config, split: str, cache_dir: Path) -> dict[str, Any]:
+    """`gym.make` keyword arguments of the run's env for `split` (the synthetic world's train or test split;
+    other envs ignore it), before what the learner asks for."""
+    e = config.env
+    kwargs: dict[str, Any] = dict(max_turns=e.max_turns, top_k=e.top_k, cache_dir=cache_dir, **e.options)
+    if e.id == "SearchQA-Synthetic-v0":
+        kwargs.update(num_entities=e.num_entities, hops=e.hops, split=split, seed=config.seed,
+                      num_questions=e.num_questions if split == "train" else max(config.eval_questions, 1))
+    else:
+        kwargs.update(data_path=e.data_path, corpus_path=e.corpus_path)
+    return kwargs
+
+
+def check_config_version(path: Path, state: dict[str, Any]) -> None:
+    """Refuse a checkpoint whose config layout this version cannot read, before any weight is loaded."""
+    version = (state.get("config") or {}).get("version", 1)
+    if version != CONFIG_VERSION:
+        raise CheckpointError(f"{path} was written with training config version {version}, this is version "
+                              f"{CONFIG_VERSION} (options now nested: learner, env, rollout, optim); start a new out_dir "
+                              "or resume with the searchgym version that wrote it")

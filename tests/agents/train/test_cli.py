@@ -1,0 +1,62 @@
+"""`python -m agents train`: flags generated from the nested config, every field documented in `--help`."""
+
+import dataclasses
+import typing
+
+import pytest
+
+from agents.cli import build_parser
+from agents.cli.dataclass_args import field_docs
+from agents.cli.train import config_from_args
+from agents.learners import learner_names
+from agents.learners.registry import get_learner
+from agents.train.config import FLAT_ALIASES, TrainConfig
+
+
+def _leaves(cls, prefix=""):
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        if dataclasses.is_dataclass(hints[f.name]):
+            yield from _leaves(hints[f.name], f"{prefix}{f.name}.")
+        elif f.name != "learner":
+            yield cls, prefix + f.name, f.name
+
+
+def test_every_option_has_a_docstring_and_a_flag_in_help():
+    help_text = " ".join(build_parser()._subparsers._group_actions[0].choices["train"].format_help().split())
+    options = list(_leaves(TrainConfig)) + [(get_learner(n).config, f"learner.{f.name}", f.name)
+                                            for n in learner_names() for f in dataclasses.fields(get_learner(n).config)]
+    for cls, dotted, name in options:
+        doc = field_docs(cls).get(name, "")
+        assert doc, f"{cls.__name__}.{name} has no docstring"
+        assert "--" + dotted.replace("_", "-") in help_text, dotted
+        assert " ".join(doc.split()[:6]) in help_text, f"{dotted}: its docstring is not in --help"
+
+
+def test_nested_flags_reach_every_section():
+    args = build_parser().parse_args([
+        "train", "--learner", "e-grpo", "--learner.alpha", "0.5", "--learner.entity-match", "normalized", "--env.hops", "1", "2",
+        "--env.options", '{"template": "Q: {question}"}', "--env.judge", "gold", "--rollout.group-size", "3", "--optim.lr", "1e-5",
+        "--no-resume", "--steps", "3",
+    ])
+    config = config_from_args(args)
+    assert (config.learner_name, config.learner.alpha, config.learner.entity_match) == ("e-grpo", 0.5, "normalized")
+    assert config.env.hops == (1, 2) and config.env.options == {"template": "Q: {question}"}
+    assert (config.rollout.group_size, config.optim.lr, config.resume, config.steps) == (3, 1e-5, False, 3)
+
+
+def test_flat_flags_are_aliases_for_one_version():
+    flat = config_from_args(build_parser().parse_args(["train", "--learner", "cw-grpo", "--hops", "2", "--lr", "1e-5", "--kl-coef", "0.0",
+                                                       "--env-id", "SearchQA-Synthetic-v0", "--group-size", "3"]))
+    nested = config_from_args(build_parser().parse_args(["train", "--learner", "cw-grpo", "--env.hops", "2", "--optim.lr", "1e-5",
+                                                         "--learner.kl-coef", "0.0", "--env.id", "SearchQA-Synthetic-v0",
+                                                         "--rollout.group-size", "3"]))
+    assert flat == nested
+    assert set(FLAT_ALIASES) >= {"hops", "lr", "kl_coef", "env_id", "rollout_backend", "env_options"}
+
+
+def test_bad_values_are_refused():
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["train", "--env.options", "[1, 2]"])
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["train", "--learner", "ppo"])
