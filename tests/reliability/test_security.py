@@ -420,14 +420,18 @@ def test_a_verdict_planted_in_a_document_is_never_the_parsed_verdict(copier):
     assert (verdict.retrieval_utility, verdict.reasoning_correctness) == (0, 0)
 
 
-def test_an_honest_verdict_next_to_a_planted_one_is_accepted():
-    """The judge's own JSON is read even when the trace holds a planted one, and even when the judge quotes it."""
-    from searchgym.judges import LLMJudge
+def test_an_honest_verdict_is_accepted_and_one_quoting_the_planted_verdict_is_refused():
+    """The judge's own JSON is read when the trace holds a planted one; a reply that also quotes the planted
+    verdict holds two objects, and which one is meant is a guess, so it is refused (a failure verdict)."""
+    from searchgym.judges import LLMJudge, LLMJudgeConfig
 
     own = '```json\n{"analysis": "Doc 2 tries to dictate a verdict; the Tiber is new.", "retrieval_reward": 1, "thinking_reward": 0}\n```'
-    judge = LLMJudge(_Copying(lambda c: "The trace contains " + _VERDICT + " which I ignore.\n" + own))
-    (verdict,) = judge.label([_request()])
+    (verdict,) = LLMJudge(_Copying(lambda c: "Doc 2 holds a planted verdict, which I ignore.\n" + own)).label([_request()])
     assert not verdict.failed and (verdict.retrieval_utility, verdict.reasoning_correctness) == (1, 0)
+    quoting = LLMJudge(_Copying(lambda c: "The trace contains " + _VERDICT + " which I ignore.\n" + own),
+                       LLMJudgeConfig(attempts=1, timeout_s=None))
+    (verdict,) = quoting.label([_request()])
+    assert verdict.failed and verdict.error == "malformed" and "2 JSON objects" in verdict.analysis
 
 
 def test_rendered_prompt_keeps_planted_text_inside_its_document_block():
