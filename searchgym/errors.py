@@ -32,6 +32,10 @@ class DataError(SearchGymError):
         super().__init__(where + message)
 
 
+class IndexIntegrityError(DataError):
+    """A file of a persisted index is missing, or differs in size or SHA-256 from what its manifest recorded."""
+
+
 class DataNotFoundError(DataError):
     """The data an environment needs is not on disk and could not be fetched."""
 

@@ -111,6 +111,8 @@ def add_parser(subparsers) -> None:
 
     i = sub.add_parser("info", help="print an index folder's manifest")
     i.add_argument("folder")
+    i.add_argument("--verify", action="store_true",
+                   help="also hash every file now and compare with the manifest (exit 1 on a mismatch)")
     i.set_defaults(func=_info)
 
 
@@ -155,7 +157,19 @@ def _rebuild(args: argparse.Namespace) -> int:
 
 
 def _info(args: argparse.Namespace) -> int:
-    from searchgym.retrieval.index import IndexManifest
+    from pathlib import Path
 
-    print(IndexManifest.read(args.folder).to_json())
+    from searchgym.errors import IndexIntegrityError
+    from searchgym.retrieval.index import IndexManifest
+    from searchgym.retrieval.integrity import verify_files
+
+    manifest = IndexManifest.read(args.folder)
+    print(manifest.to_json())
+    if args.verify:
+        try:
+            verify_files(Path(args.folder), manifest.files, mode="full")
+        except IndexIntegrityError as e:
+            print(f"verification failed: {e}")
+            return 1
+        print(f"verified: {len(manifest.files)} files match their recorded size and SHA-256")
     return 0

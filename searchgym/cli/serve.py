@@ -44,6 +44,14 @@ def add_parser(subparsers) -> None:
         default=None,
         help="where BM25 and in-memory dense indexes are cached (default ~/.cache/searchgym)",
     )
+    p.add_argument(
+        "--allow-encoder",
+        action="append",
+        default=[],
+        metavar="MODEL",
+        help="a model folder or hub id that --index may name as its encoder (repeatable); the packaged "
+        "all-MiniLM-L6-v2 is always allowed. An index's manifest is data: it cannot pick a model on its own",
+    )
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     p.add_argument(
         "--threads",
@@ -75,7 +83,8 @@ def _check_spec(kind: str | None, corpus_path: str | None, index_dir: str | None
     return kind
 
 
-def build_retriever(kind: str | None, corpus_path: str | None, index_dir: str | None, cache_dir: str | None):
+def build_retriever(kind: str | None, corpus_path: str | None, index_dir: str | None, cache_dir: str | None,
+                    allow_encoders: tuple[str, ...] = ()):
     """The retriever `searchgym serve` serves."""
     from searchgym.corpus import load_corpus
     from searchgym.retrieval import BM25Retriever, DenseRetriever, HybridRetriever
@@ -83,11 +92,11 @@ def build_retriever(kind: str | None, corpus_path: str | None, index_dir: str | 
     kind = _check_spec(kind, corpus_path, index_dir)
     if kind == "dense" and index_dir:
         # The index's own document store serves the passages; the corpus file, if given, is only checked.
-        return DenseRetriever.load(index_dir, corpus_path=corpus_path)
+        return DenseRetriever.load(index_dir, corpus_path=corpus_path, allow_encoders=allow_encoders)
     corpus = load_corpus(corpus_path)  # type: ignore[arg-type]
     if kind == "bm25":
         return BM25Retriever(corpus, cache_dir=cache_dir)
-    dense = DenseRetriever.load(index_dir, corpus=corpus) if index_dir else DenseRetriever(corpus, cache_dir=cache_dir)
+    dense = DenseRetriever.load(index_dir, corpus=corpus, allow_encoders=allow_encoders) if index_dir else DenseRetriever(corpus, cache_dir=cache_dir)
     if kind == "dense":
         return dense
     return HybridRetriever([BM25Retriever(corpus, cache_dir=cache_dir), dense])  # type: ignore[arg-type]
@@ -97,7 +106,7 @@ def _serve(args: argparse.Namespace) -> int:
     from searchgym.retrieval.server import ServerConfig, serve
 
     config = ServerConfig(**{name: getattr(args, name) for name in SERVER_FLAGS}, retriever_process=args.retriever_process)
-    spec = (args.retriever, args.corpus, args.index, args.cache_dir, args.threads)
+    spec = (args.retriever, args.corpus, args.index, args.cache_dir, args.threads, tuple(args.allow_encoder))
     if config.retriever_process:
         # Built in the retriever process; checked here first, so that a bad flag fails before anything starts.
         kind = _check_spec(args.retriever, args.corpus, args.index)
@@ -117,11 +126,11 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_in_process(kind, corpus_path, index_dir, cache_dir, threads):
+def build_in_process(kind, corpus_path, index_dir, cache_dir, threads, allow_encoders=()):
     """`build_retriever` with the query-time thread count applied first (the retriever process's factory)."""
     if threads is not None:
         set_threads(threads)
-    return build_retriever(kind, corpus_path, index_dir, cache_dir)
+    return build_retriever(kind, corpus_path, index_dir, cache_dir, allow_encoders)
 
 
 def _check_threads(n: int) -> None:
