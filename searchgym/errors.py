@@ -48,6 +48,14 @@ class RetrievalTimeout(RetrievalError):
     """A retrieval backend did not answer within its timeout."""
 
 
+class RetrieverRestarting(RetrievalError):
+    """The retrieval server's retriever process is being restarted; ask again after `retry_after_s`."""
+
+    def __init__(self, message: str, *, retry_after_s: float = 1.0):
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
 class IndexMismatchError(RetrievalError):
     """A persisted index was built for a different corpus or configuration than the one given."""
 

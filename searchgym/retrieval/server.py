@@ -4,7 +4,9 @@
   `{"result": [[{"document": {"id", "contents"}, "score"}, ...], ...]}` with `return_scores`, else
   `{"result": [[{"id", "contents"}, ...], ...]}`, exactly as Search-R1's `retrieval_server.py`; `topk`
   may be omitted (the server's default is used). Search-R1, veRL and SkyRL clients work unchanged.
-- `GET /health` answers `{"status": "ok", "retriever": <describe()>, "documents": n, "stats": {...}}`.
+- `GET /health` answers `{"status": "ok", "retriever": <describe()>, "documents": n, "stats": {...}}`;
+  while the retriever process restarts, 503 with `{"status": "restarting", ...}` and `Retry-After`, and
+  `/retrieve` answers 503 with `Retry-After` (see `searchgym.retrieval.worker`).
 
 Concurrent requests are batched: while the retriever answers one batch (in a thread of its own, so the
 event loop keeps accepting requests), new requests queue up, and the next retriever call takes all of them
@@ -26,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import math
 import sys
 import threading
 import time
@@ -38,7 +41,7 @@ from fastapi import FastAPI
 from fastapi.responses import Response
 from starlette.routing import Route
 
-from searchgym.errors import ConfigError, RetrievalError
+from searchgym.errors import ConfigError, RetrievalError, RetrieverRestarting
 from searchgym.retrieval.base import Retriever
 from searchgym.retrieval.batching import Batcher, BatchStats, decode_json, encode_json, num_docs, render_results, warm_up
 
@@ -226,6 +229,9 @@ def create_app(retriever: Retriever | Callable[[], Retriever], config: ServerCon
             if worker is not None:  # the retriever process encodes the answer itself
                 return await worker.submit(req.queries, req.topk, req.return_scores)
             hits = await batcher.submit(req.queries, req.topk)
+        except RetrieverRestarting as e:
+            # 503 + Retry-After: the request is fine, the retriever is briefly away; clients retry.
+            return 503, encode_json({"detail": f"retriever restarting: {e}"}), _retry_after(e.retry_after_s)
         except Exception as e:
             return 500, encode_json({"detail": f"retrieval failed: {type(e).__name__}: {e}"})
         return 200, encode_json(render_results(hits, req.return_scores))
@@ -233,6 +239,9 @@ def create_app(retriever: Retriever | Callable[[], Retriever], config: ServerCon
     @app.get("/health")
     async def health() -> Response:
         if worker is not None:
+            if worker.restarting:
+                return Response(encode_json({"status": "restarting", "detail": worker.error, "stats": vars(stats)}), 503,
+                                media_type="application/json", headers={"retry-after": str(_retry_after_s(worker.start_s))})
             if worker.error is not None:
                 return _json({"status": "error", "detail": worker.error, "stats": vars(stats)}, 503)
             return _json({"status": "ok", "retriever": worker.description, "documents": worker.num_docs, "stats": vars(stats)})
@@ -278,13 +287,22 @@ class _RetrievalApp(FastAPI):
             answer, media = (500, b"Internal Server Error"), b"text/plain; charset=utf-8"
         if answer is None:  # the client disconnected before sending its whole request
             return
-        status, data = answer
+        status, data, *extra = answer
         await send({
             "type": "http.response.start",
             "status": status,
-            "headers": [(b"content-type", media), (b"content-length", b"%d" % len(data))],
+            "headers": [(b"content-type", media), (b"content-length", b"%d" % len(data)), *(extra[0] if extra else ())],
         })
         await send({"type": "http.response.body", "body": data})
+
+
+def _retry_after_s(seconds: float) -> int:
+    """`Retry-After` is in whole seconds; at least 1."""
+    return max(1, math.ceil(seconds))
+
+
+def _retry_after(seconds: float) -> list[tuple[bytes, bytes]]:
+    return [(b"retry-after", b"%d" % _retry_after_s(seconds))]
 
 
 async def _read_body(scope, receive, limit: int) -> bytes | None:

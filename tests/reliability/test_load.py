@@ -37,3 +37,16 @@ def test_64_clients_two_rounds(tmp_path):
     rss = [result["rss_before_mib"], *(r["rss_after_mib"] for r in rounds)]
     if None not in rss:  # Linux /proc
         assert result["rss_growth_last_round_mib"] < RSS_NOISE_MIB, rss
+
+
+@pytest.mark.slow
+def test_env_steps_ride_out_a_sigkill_of_the_retriever_process():
+    """`benchmarks.restart` at a small size: clients with default `HTTPRetriever` settings lose no step
+    while `searchgym serve` replaces its SIGKILLed retriever process, and the server said 503, not 500."""
+    from benchmarks import restart
+
+    r = restart.run(clients=8, before_s=1.0, after_s=1.0, entities=200, kills=1)
+    print(r)
+    assert r["failed_steps"] == 0 and r["steps"] > 0 and r["restarts"] == 1
+    assert 500 not in r["probe_statuses_during_outage"]
+    assert r["outage_s"][0] < 60  # numba kernels come from the disk cache; compiling would still fit
