@@ -19,7 +19,8 @@ import os
 from searchgym.errors import ConfigError
 
 SERVER_FLAGS = ("host", "port", "default_topk", "max_topk", "max_queries", "max_query_chars", "max_results", "max_body_bytes",
-                "max_batch_queries", "batch_wait_ms", "retriever_start_timeout_s")
+                "max_batch_queries", "batch_wait_ms", "retriever_start_timeout_s", "header_timeout_s", "body_timeout_s",
+                "keep_alive_timeout_s", "max_connections")
 """The `ServerConfig` fields that are command-line flags (`default_topk` is `--topk`)."""
 
 logger = logging.getLogger(__name__)

@@ -17,7 +17,9 @@ instead (`searchgym.retrieval.worker`), batching the same way, so that it never 
 event loop. What the two ways share (batching, the answer body, the JSON encoding, the warm-up) is in
 `searchgym.retrieval.batching`, which the child imports without this module or FastAPI.
 Requests are capped (body bytes, queries, query length, topk) and refused with 413/422 and a message,
-never truncated silently.
+never truncated silently. Slow clients are bounded: request headers within `header_timeout_s`, the body
+within `body_timeout_s` (408 otherwise), idle kept-alive connections closed after `keep_alive_timeout_s`,
+at most `max_connections` open (`searchgym.retrieval.connections`).
 
 Run it with `searchgym serve ...`, or `serve(retriever, ServerConfig(...))`, or in a background thread
 with `BackgroundServer` (tests, notebooks). Needs the `server` extra: `pip install 'searchgym[server]'`.
@@ -90,6 +92,18 @@ class ServerConfig:
     start and at every restart. A child not ready by then is killed and the start fails with a
     `RetrievalError` (a restart is tried again later), instead of the server waiting forever on a child
     that hangs. Loading a large index takes minutes: raise this for those."""
+    header_timeout_s: float = 10.0
+    """A connection must deliver complete request headers this long after it opens (or after the first
+    byte of its next request); otherwise it is closed (with 408 if a request had begun). Bounds what idle
+    and slowly dribbling clients can hold (`searchgym.retrieval.connections`)."""
+    body_timeout_s: float = 30.0
+    """A request body must arrive whole this long after its headers; otherwise 408 (a body shorter than
+    its `Content-Length` is one such)."""
+    keep_alive_timeout_s: float = 5.0
+    """A kept-alive connection idle this long after a response is closed (uvicorn's `timeout_keep_alive`)."""
+    max_connections: int = 1000
+    """Most connections open at once; one more is answered 503 and closed at once. Keep it under the
+    process's file limit (`ulimit -n`)."""
     warmup: bool = True
     """Run one search before accepting requests, so that lazy model loading and JIT compilation (BM25's
     numba kernels take seconds) never land on the first client's request."""
@@ -114,6 +128,11 @@ class ServerConfig:
             raise ConfigError(f"ServerConfig.switch_interval_us must be > 0 or None, got {self.switch_interval_us}")
         if not self.retriever_start_timeout_s > 0:
             raise ConfigError(f"ServerConfig.retriever_start_timeout_s must be > 0, got {self.retriever_start_timeout_s}")
+        for name in ("header_timeout_s", "body_timeout_s", "keep_alive_timeout_s"):
+            if not getattr(self, name) > 0:
+                raise ConfigError(f"ServerConfig.{name} must be > 0, got {getattr(self, name)}")
+        if self.max_connections < 1:
+            raise ConfigError(f"ServerConfig.max_connections must be >= 1, got {self.max_connections}")
         if self.batch_wait_ms < 0:
             raise ConfigError(f"ServerConfig.batch_wait_ms must be >= 0, got {self.batch_wait_ms}")
 
@@ -213,7 +232,7 @@ def create_app(retriever: Retriever | Callable[[], Retriever], config: ServerCon
     async def retrieve(scope, receive) -> tuple[int, bytes] | None:
         """`POST /retrieve`: the status and JSON body of the answer, None when the client went away."""
         try:
-            body = await _read_body(scope, receive, config.max_body_bytes)
+            body = await _read_body(scope, receive, config.max_body_bytes, config.body_timeout_s)
             if body is None:
                 return None
             try:
@@ -288,11 +307,11 @@ class _RetrievalApp(FastAPI):
         if answer is None:  # the client disconnected before sending its whole request
             return
         status, data, *extra = answer
-        await send({
-            "type": "http.response.start",
-            "status": status,
-            "headers": [(b"content-type", media), (b"content-length", b"%d" % len(data)), *(extra[0] if extra else ())],
-        })
+        headers = [(b"content-type", media), (b"content-length", b"%d" % len(data)), *(extra[0] if extra else ())]
+        if status in (408, 413):
+            # The request's body was not read to its end: what follows on the connection is not a request.
+            headers.append((b"connection", b"close"))
+        await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": data})
 
 
@@ -305,16 +324,23 @@ def _retry_after(seconds: float) -> list[tuple[bytes, bytes]]:
     return [(b"retry-after", b"%d" % _retry_after_s(seconds))]
 
 
-async def _read_body(scope, receive, limit: int) -> bytes | None:
-    """The request body, refused past `limit` bytes (declared or sent); None when the client disconnects."""
+async def _read_body(scope, receive, limit: int, timeout_s: float = 30.0) -> bytes | None:
+    """The request body, refused past `limit` bytes (declared or sent) or when it is not whole within
+    `timeout_s` (408); None when the client disconnects."""
     for name, value in scope["headers"]:
         if name == b"content-length":
             if value.isdigit() and int(value) > limit:
                 raise RequestRejected(413, f"request body of {value.decode()} bytes; this server accepts at most {limit}")
             break
     chunks, size = [], 0
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
     while True:
-        message = await receive()
+        try:
+            message = await asyncio.wait_for(receive(), max(deadline - loop.time(), 0.0))
+        except asyncio.TimeoutError:
+            raise RequestRejected(408, f"request body not complete within {timeout_s:g} s ({size} bytes arrived; is "
+                                       "it shorter than its Content-Length?)") from None
         if message["type"] != "http.request":  # http.disconnect
             return None
         chunk = message.get("body", b"")
@@ -328,8 +354,14 @@ async def _read_body(scope, receive, limit: int) -> bytes | None:
 
 def _uvicorn_config(app, config: ServerConfig, log_level: str):
     import uvicorn
+    from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
-    return uvicorn.Config(app, host=config.host, port=config.port, log_level=log_level, access_log=False, lifespan="on")
+    from searchgym.retrieval.connections import guarded_protocol
+
+    http = guarded_protocol(AutoHTTPProtocol, header_timeout_s=config.header_timeout_s,
+                            max_connections=config.max_connections)
+    return uvicorn.Config(app, host=config.host, port=config.port, log_level=log_level, access_log=False, lifespan="on",
+                          http=http, timeout_keep_alive=config.keep_alive_timeout_s)  # type: ignore[arg-type]
 
 
 def serve(retriever: Retriever | Callable[[], Retriever], config: ServerConfig | None = None, *, log_level: str = "info") -> None:
