@@ -23,7 +23,7 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -56,6 +56,8 @@ class HTTPRetrieverConfig:
     """A larger response is refused rather than read into memory."""
     corpus_hash: str | None = None
     """The served corpus's hash, if known; recorded in `describe()` so caches and results are pinned to it."""
+    api_key: str | None = field(default=None, repr=False)
+    """Sent as `Authorization: Bearer <key>` on every request, for a server started with an API key."""
 
     def __post_init__(self) -> None:
         parts = urlsplit(self.url)
@@ -136,7 +138,7 @@ class HTTPRetriever:
         httpx = self._httpx
         url = self.config.endpoint
         data = json.dumps(payload).encode()
-        headers = {"content-type": "application/json"}
+        headers = {"content-type": "application/json", **self._auth()}
         attempt, last_error, waits = 0, "", 0
         while True:
             remaining = deadline - time.monotonic()
@@ -206,13 +208,16 @@ class HTTPRetriever:
                 )
         return b"".join(chunks)
 
+    def _auth(self) -> dict[str, str]:
+        return {"authorization": f"Bearer {self.config.api_key}"} if self.config.api_key else {}
+
     def _remote_description(self) -> dict[str, Any] | None:
         with self._lock:
             if not self._remote_checked:
                 self._remote_checked = True
                 health = self.config.endpoint.rsplit("/", 1)[0] + "/health"
                 try:
-                    r = self._client.get(health, timeout=min(5.0, self.config.timeout_s))
+                    r = self._client.get(health, timeout=min(5.0, self.config.timeout_s), headers=self._auth())
                     if r.status_code == 200:
                         self._remote = r.json().get("retriever")
                 except (self._httpx.HTTPError, ValueError, AttributeError) as e:

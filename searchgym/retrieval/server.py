@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import hmac
+import ipaddress
 import logging
 import math
 import sys
@@ -36,7 +38,7 @@ import threading
 import time
 from collections.abc import Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import FastAPI
@@ -55,7 +57,14 @@ class ServerConfig:
     """Where the server listens and what it accepts."""
 
     host: str = "127.0.0.1"
-    """Interface to bind; loopback by default. Bind 0.0.0.0 only on a trusted network: there is no auth."""
+    """Interface to bind; loopback by default. Any other address needs `allow_remote` (and should have an
+    `api_key`): it serves every machine that can reach it."""
+    allow_remote: bool = False
+    """Allow a `host` that is not loopback (`--allow-remote`). Without it such a host is refused."""
+    api_key: str | None = field(default=None, repr=False)
+    """When set, every request must carry it, as `Authorization: Bearer <key>` or `X-API-Key: <key>`
+    (compared in constant time); others get 401. `HTTPRetrieverConfig.api_key` sends it. At least 16
+    characters. Search-R1's own client sends no headers: use it only on loopback, without a key."""
     port: int = 8000
     """TCP port (0 picks a free one)."""
     default_topk: int = 3
@@ -109,6 +118,14 @@ class ServerConfig:
     numba kernels take seconds) never land on the first client's request."""
 
     def __post_init__(self) -> None:
+        if not is_loopback(self.host) and not self.allow_remote:
+            raise ConfigError(
+                f"ServerConfig.host={self.host!r} is not loopback: the server would answer every machine that can reach "
+                "it. Pass allow_remote=True (--allow-remote) to mean it, with an api_key (--api-key-file) so that only "
+                "your clients are answered"
+            )
+        if self.api_key is not None and (not isinstance(self.api_key, str) or len(self.api_key.strip()) < 16):
+            raise ConfigError("ServerConfig.api_key must be a string of at least 16 characters (e.g. `openssl rand -hex 16`)")
         if not 0 <= self.port <= 65535:
             raise ConfigError(f"ServerConfig.port must be in 0..65535, got {self.port}")
         for name in (
@@ -135,6 +152,16 @@ class ServerConfig:
             raise ConfigError(f"ServerConfig.max_connections must be >= 1, got {self.max_connections}")
         if self.batch_wait_ms < 0:
             raise ConfigError(f"ServerConfig.batch_wait_ms must be >= 0, got {self.batch_wait_ms}")
+
+
+def is_loopback(host: str) -> bool:
+    """Whether binding `host` serves this machine only."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:  # a host name: it may resolve to anything
+        return False
 
 
 class RequestRejected(Exception):
@@ -223,6 +250,7 @@ def create_app(retriever: Retriever | Callable[[], Retriever], config: ServerCon
         await batcher.stop()
 
     app = _RetrievalApp(title="searchgym retrieval server", lifespan=lifespan)
+    app.api_key = config.api_key.encode() if config.api_key else None
     app.state.batcher = batcher
     app.state.worker = worker
 
@@ -292,8 +320,14 @@ class _RetrievalApp(FastAPI):
     """
 
     retrieve_endpoint = None
+    api_key: bytes | None = None
 
     async def __call__(self, scope, receive, send) -> None:
+        if self.api_key is not None and scope["type"] in ("http", "websocket") and not _authorized(scope, self.api_key):
+            await _send(send, 401, encode_json({"detail": "missing or wrong API key: send 'Authorization: Bearer <key>' "
+                                                          "or 'X-API-Key: <key>'"}), _JSON,
+                        [(b"www-authenticate", b"Bearer"), (b"connection", b"close")])
+            return
         endpoint = self.retrieve_endpoint
         if endpoint is None or scope["type"] != "http" or scope["path"] != "/retrieve" or scope["method"] != "POST":
             await super().__call__(scope, receive, send)
@@ -307,12 +341,33 @@ class _RetrievalApp(FastAPI):
         if answer is None:  # the client disconnected before sending its whole request
             return
         status, data, *extra = answer
-        headers = [(b"content-type", media), (b"content-length", b"%d" % len(data)), *(extra[0] if extra else ())]
+        headers = list(extra[0]) if extra else []
         if status in (408, 413):
             # The request's body was not read to its end: what follows on the connection is not a request.
             headers.append((b"connection", b"close"))
-        await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": data})
+        await _send(send, status, data, media, headers)
+
+
+async def _send(send, status: int, data: bytes, media: bytes, headers: list[tuple[bytes, bytes]]) -> None:
+    await send({
+        "type": "http.response.start",
+        "status": status,
+        "headers": [(b"content-type", media), (b"content-length", b"%d" % len(data)), *headers],
+    })
+    await send({"type": "http.response.body", "body": data})
+
+
+def _authorized(scope, key: bytes) -> bool:
+    """Whether the request carries `key` (bearer token or X-API-Key), compared in constant time."""
+    given = b""
+    for name, value in scope["headers"]:
+        if name == b"authorization" and value[:7].lower() == b"bearer ":
+            given = value[7:].strip()
+        elif name == b"x-api-key":
+            given = value.strip()
+    # compare_digest takes time independent of where the two differ, so the key cannot be guessed byte
+    # by byte from response times.
+    return hmac.compare_digest(given, key)
 
 
 def _retry_after_s(seconds: float) -> int:
