@@ -39,7 +39,7 @@ def add_encoder_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--max-length", type=int, default=d.max_length, help=field_doc(EncoderConfig, "max_length"))
     p.add_argument("--batch-size", type=int, default=d.batch_size, help=field_doc(EncoderConfig, "batch_size"))
-    p.add_argument("--dtype", default=d.dtype, choices=["bfloat16", "float32"], help=field_doc(EncoderConfig, "dtype"))
+    p.add_argument("--dtype", default=d.dtype, choices=["auto", "bfloat16", "float32"], help=field_doc(EncoderConfig, "dtype"))
     p.add_argument("--device", default=d.device, help=field_doc(EncoderConfig, "device"))
 
 
@@ -98,6 +98,8 @@ def add_parser(subparsers) -> None:
         help="number of documents, for the progress bar's estimate (wiki-18: 21015324)",
     )
     b.add_argument("--overwrite", action="store_true", help="replace an existing folder")
+    b.add_argument("--threads", type=int, default=None,
+                   help="CPU threads for encoding and FAISS (default: torch's and FAISS's own, all cores)")
     b.set_defaults(func=_build)
 
     r = sub.add_parser(
@@ -119,8 +121,11 @@ def add_parser(subparsers) -> None:
 def _build(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
+    from searchgym.cli.serve import set_threads
     from searchgym.retrieval.index import build_index
 
+    if args.threads is not None:
+        set_threads(args.threads)
     total = args.total if args.limit is None else min(args.limit, args.total or args.limit)
     with tqdm(total=total, unit="doc", desc="embedding", dynamic_ncols=True) as bar:
 

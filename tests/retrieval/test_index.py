@@ -270,3 +270,17 @@ def test_cli_builds_and_describes_an_index(tmp_path, ten_doc_corpus, minilm, cap
     assert main(["index", "info", str(tmp_path / "cli")]) == 0
     info = json.loads(capsys.readouterr().out)
     assert info["num_docs"] == 6 and info["index"]["hnsw_m"] == 8 and info["corpus_file"] is None
+
+
+def test_index_build_honours_threads(tmp_path, ten_doc_corpus, minilm):
+    torch = pytest.importorskip("torch")
+    from searchgym.cli import main
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        path = write_jsonl(tmp_path / "ten.jsonl", ten_doc_corpus)
+        assert main(["index", "build", str(path), "--out", str(tmp_path / "t"), "--threads", "1", "--limit", "3"]) == 0
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
