@@ -358,8 +358,8 @@ def _verified_encoder(manifest: IndexManifest, encoder, folder: Path, allowed: C
             )
         try:
             # Queries are encoded on the CPU unless an encoder says otherwise: the build may have used a GPU
-            # this machine does not have.
-            return TextEncoder(EncoderConfig(**{**manifest.encoder, "device": "cpu"}))
+            # this machine does not have; the dtype is this machine's choice (it changes only rounding).
+            return TextEncoder(EncoderConfig(**{**manifest.encoder, "device": "cpu", "dtype": "auto"}))
         except TypeError as e:
             raise DataError(f"manifest encoder settings are unreadable ({e}); rebuild the index", path=folder) from e
     enc = encoder if isinstance(encoder, TextEncoder) else TextEncoder(encoder)
