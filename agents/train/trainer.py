@@ -46,7 +46,7 @@ from agents.learners.batch import LearnerBatch
 from agents.models import TinyModelConfig, build_tiny_model, load_model_and_tokenizer, save_model
 from agents.policies.hf import HFPolicy, HFPolicyConfig
 from agents.rollout import RolloutConfig, RolloutEngine, rollout_metrics
-from agents.train.checkpoint import list_checkpoints, load_checkpoint, save_checkpoint
+from agents.train.checkpoint import load_newest_valid, save_checkpoint
 from agents.train.config import TrainConfig
 from agents.train.distributed import all_reduce_sum, make_accelerator, merge_metrics, shard, sum_gradients
 from agents.train.ranker import PolicyChatBackend
@@ -147,8 +147,8 @@ class Trainer:
         self.step = 0
         self.position = 0
         self._tb = None
-        if config.resume and (checkpoints := list_checkpoints(self.out / "checkpoints")):
-            self._restore(checkpoints[-1])
+        if config.resume and (found := load_newest_valid(self.out / "checkpoints", self.models, self.optimizers)):
+            self._restore(*found)
         if config.resume and self.is_main:
             self._drop_unsaved_metrics()
         try:
@@ -450,8 +450,7 @@ class Trainer:
         state = {"position": self.position, "config": _jsonable_config(self.config), "versions": {"policy": self.policy.weight_version}}
         return save_checkpoint(self.out / "checkpoints", self.step, self.models, self.optimizers, state)
 
-    def _restore(self, path: Path) -> None:
-        state = load_checkpoint(path, self.models, self.optimizers)
+    def _restore(self, path: Path, state: dict) -> None:
         self.step = int(path.name.split("-")[1])
         self.position = int(state["position"])
         self.policy.mark_updated()
