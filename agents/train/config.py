@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+
 import math
 from dataclasses import dataclass, field
 from typing import Literal
@@ -106,11 +108,15 @@ class TrainConfig:
     resume: bool = True
     """Continue from the newest checkpoint in `out_dir` when there is one."""
     tensorboard: bool = False
-    """Also write TensorBoard events (needs the tensorboard package)."""
+    """Also write TensorBoard events under `out_dir/tb` (the tensorboard package, in the `agents` extra;
+    checked when the config is built, so a missing package stops the run before any step)."""
     env_options: dict = field(default_factory=dict)
     """Extra keyword arguments for `gym.make` (checked by the env, so a typo is an error)."""
 
     def __post_init__(self) -> None:
+        if self.tensorboard and importlib.util.find_spec("tensorboard") is None:
+            raise ConfigError("tensorboard=True (--tensorboard) needs the tensorboard package: pip install tensorboard "
+                              "(it is in searchgym's agents extra), or leave the flag off: metrics.jsonl has every metric")
         if self.learner not in LEARNERS:
             raise ConfigError(f"learner must be one of {LEARNERS}, got {self.learner!r}")
         for name in ("steps", "questions_per_step", "group_size", "micro_batch", "max_turns", "top_k", "max_turn_tokens", "max_response_tokens", "cold_start_batch"):

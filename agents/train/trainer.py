@@ -47,6 +47,7 @@ from agents.models import TinyModelConfig, build_tiny_model, load_model_and_toke
 from agents.policies.hf import HFPolicy, HFPolicyConfig
 from agents.rollout import RolloutConfig, RolloutEngine, rollout_metrics
 from agents.train.checkpoint import load_newest_valid, save_checkpoint
+from agents.train.tb import log_tensorboard
 from agents.train.config import TrainConfig
 from agents.train.distributed import all_reduce_sum, make_accelerator, merge_metrics, shard, sum_gradients
 from agents.train.ranker import PolicyChatBackend
@@ -485,13 +486,7 @@ class Trainer:
         with open(self.out / "metrics.jsonl", "a") as f:
             f.write(json.dumps(metrics) + "\n")
         if self.config.tensorboard:
-            if self._tb is None:
-                from torch.utils.tensorboard import SummaryWriter
-
-                self._tb = SummaryWriter(str(self.out / "tb"))
-            for k, v in metrics.items():
-                if k != "step":
-                    self._tb.add_scalar(k, v, int(metrics.get("step", self.step)))
+            log_tensorboard(self, metrics)
 
     def close(self) -> None:
         self.engine.close()
