@@ -173,5 +173,5 @@ def test_auto_float32_model_is_loaded_in_float32(monkeypatch, minilm):
     enc = TextEncoder(EncoderConfig())
     vec = enc.encode_queries(["Which river flows through Rome?"])
     assert str(next(enc._model.parameters()).dtype) == "torch.float32"
-    # The same ranking space as the session's encoder: only rounding differs.
+    # The same ranking space as the bf16 fixture encoder: only rounding differs.
     assert float(vec[0] @ minilm.encode_queries(["Which river flows through Rome?"])[0]) > 0.999
