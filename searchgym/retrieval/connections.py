@@ -12,7 +12,7 @@ class so that:
 - at most `max_connections` are open at once; one more is answered `503` with `Retry-After: 1` and
   closed at once, before it can hold anything.
 
-The body deadline (`body_timeout_s`) is the app's (`searchgym.retrieval.server._read_body`): a body that
+The body deadline (`body_timeout_s`) is the app's (`searchgym.retrieval.asgi.read_body`): a body that
 does not arrive in time, such as one shorter than its `Content-Length`, gets a 408.
 """
 

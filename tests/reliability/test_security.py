@@ -257,13 +257,13 @@ def test_an_api_key_is_required_on_every_path_when_set(ten_doc_corpus, tmp_path)
 
 
 def test_the_key_is_compared_in_constant_time(monkeypatch):
-    from searchgym.retrieval import server
+    from searchgym.retrieval import asgi
 
     compared = []
-    monkeypatch.setattr(server.hmac, "compare_digest", lambda a, b: compared.append((a, b)) or a == b)
+    monkeypatch.setattr(asgi.hmac, "compare_digest", lambda a, b: compared.append((a, b)) or a == b)
     scope = {"headers": [(b"authorization", b"Bearer abc")]}
-    assert server._authorized(scope, b"abc") and compared == [(b"abc", b"abc")]
-    assert not server._authorized({"headers": []}, b"abc")
+    assert asgi._authorized(scope, b"abc") and compared == [(b"abc", b"abc")]
+    assert not asgi._authorized({"headers": []}, b"abc")
 
 
 def test_serve_reads_the_key_from_a_file(tmp_path):
