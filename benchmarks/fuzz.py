@@ -1,6 +1,6 @@
 """Bad-input fuzzing: what every input surface does with input it was never meant to get.
 
-Four surfaces, each driven by a hypothesis strategy (the tests in `tests/reliability/test_fuzz.py` run the
+Five surfaces, each driven by a hypothesis strategy (the tests in `tests/reliability/test_fuzz.py` run the
 same strategies with few examples):
 
 - `env`: `SearchQAEnv.step` with arbitrary agent text, in both grammars (tags, tool calls): random
@@ -12,6 +12,8 @@ same strategies with few examples):
   re-encoding (latin-1, cp1252, UTF-16, UTF-32), invalid UTF-8 bytes, binary garbage.
 - `corpus_files`: `load_corpus` on corpus files (jsonl with `contents`, jsonl with `title`/`text`, DPR tsv),
   mutated the same ways.
+- `verdicts`: `parse_reply` on adversarial judge replies (`benchmarks/fuzz_verdicts.py`): a wrongly
+  accepted verdict or a refused valid one is a crash.
 - `server`: `POST /retrieve` on the Search-R1-compatible server (the ASGI app through httpx): arbitrary
   JSON, wrong types, huge and negative `topk`, query lists over the cap, queries over the length cap,
   non-JSON and non-UTF-8 bodies, oversized bodies.
@@ -730,11 +732,24 @@ class Surface:
     harness: Callable[[], Any]
 
 
+def _verdict_cases() -> st.SearchStrategy:
+    from benchmarks.fuzz_verdicts import verdict_cases  # that module imports this one
+
+    return verdict_cases()
+
+
+def _verdict_harness() -> Any:
+    from benchmarks.fuzz_verdicts import VerdictHarness
+
+    return VerdictHarness()
+
+
 SURFACES: dict[str, Surface] = {
     "env": Surface("env", env_cases, EnvHarness),
     "qa_files": Surface("qa_files", qa_file_cases, qa_harness),
     "corpus_files": Surface("corpus_files", corpus_file_cases, corpus_harness),
     "server": Surface("server", server_cases, ServerHarness),
+    "verdicts": Surface("verdicts", _verdict_cases, _verdict_harness),
 }
 
 FUZZ_SETTINGS = {"deadline": None, "database": None, "suppress_health_check": list(HealthCheck)}

@@ -32,6 +32,10 @@ class DataError(SearchGymError):
         super().__init__(where + message)
 
 
+class IndexIntegrityError(DataError):
+    """A file of a persisted index is missing, or differs in size or SHA-256 from what its manifest recorded."""
+
+
 class DataNotFoundError(DataError):
     """The data an environment needs is not on disk and could not be fetched."""
 
@@ -42,6 +46,14 @@ class RetrievalError(SearchGymError):
 
 class RetrievalTimeout(RetrievalError):
     """A retrieval backend did not answer within its timeout."""
+
+
+class RetrieverRestarting(RetrievalError):
+    """The retrieval server's retriever process is being restarted; ask again after `retry_after_s`."""
+
+    def __init__(self, message: str, *, retry_after_s: float = 1.0):
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
 
 
 class IndexMismatchError(RetrievalError):

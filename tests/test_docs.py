@@ -50,3 +50,23 @@ def test_the_default_test_command_runs_the_library_doctests():
     assert "--doctest-modules" in options["addopts"].split()
     # without the packages in testpaths, a bare `pytest` collects doctests only under tests/
     assert {"searchgym", "agents"} <= set(options["testpaths"])
+
+
+def test_site_highlights_code_offline_and_its_nav_fits_one_row(tmp_path):
+    if not _has_module("mkdocs"):
+        pytest.skip("mkdocs is not installed (it comes with the dev extra)")
+    import yaml
+
+    site = tmp_path / "site"
+    result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
+                            cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    index = (site / "index.html").read_text()
+    # Pygments spans in the page itself; no highlight.js, which would need a CDN.
+    assert '<div class="codehilite">' in index and '<span class="kn">import</span>' in index
+    assert "highlight.min.js" not in index and (site / "css" / "pygments.css").is_file()
+    # The landing page says how to install.
+    assert "pip install -e" in (ROOT / "docs" / "index.md").read_text()
+    nav = yaml.safe_load((ROOT / "mkdocs.yml").read_text())["nav"]
+    titles = [next(iter(entry)) for entry in nav]
+    assert len(titles) <= 6 and sum(len(t) for t in titles) <= 60, titles

@@ -10,6 +10,11 @@ It is written into a temporary sibling folder and renamed into place, so a crash
 the previous checkpoint or the new one, never a partial one; folders without `state.json` are ignored, and
 the temporary folder a killed save leaves behind is removed by the next save. A failed write (disk full,
 file size limit, permissions) raises `CheckpointError` and leaves the previous checkpoints as they were.
+
+Resuming (`load_newest_valid`) takes the newest checkpoint that loads. One that is refused (damaged, or
+tampered with: an optimizer file that is not plain tensors) is skipped with a warning naming it and why,
+and the one before it is loaded; if none loads, `CheckpointError` lists every one refused. A run that
+resumes from an older checkpoint repeats the steps after it, and its next save replaces the refused one.
 """
 
 from __future__ import annotations
@@ -105,6 +110,30 @@ def list_checkpoints(root: Path) -> list[Path]:
     return sorted(found, key=lambda p: int(_NAME.match(p.name).group(1)))
 
 
+def load_newest_valid(root: Path, models: Mapping[str, torch.nn.Module], optimizers: Mapping[str, tuple],
+                      check: Callable[[Path, dict[str, Any]], None] | None = None) -> tuple[Path, dict[str, Any]] | None:
+    """Load the newest checkpoint under `root` that loads (see the module docstring); (its path, its state),
+    or None when there is none. Raises `CheckpointError` listing each checkpoint refused when all are.
+    `check` is passed to `load_checkpoint`."""
+    refused: list[str] = []
+    for path in reversed(list_checkpoints(root)):
+        try:
+            state = load_checkpoint(path, models, optimizers, check=check)
+        except CheckpointError as e:
+            # A refused load may have copied some tensors already; the older checkpoint overwrites every
+            # trainable weight and optimizer state, so nothing of the refused one survives.
+            logger.warning("refused checkpoint %s: %s; trying the one before it", path, e)
+            refused.append(f"{path.name}: {e}")
+            continue
+        if refused:
+            logger.warning("resuming from %s instead of the newer checkpoint(s) refused: %s", path, "; ".join(refused))
+        return path, state
+    if refused:
+        raise CheckpointError(f"no checkpoint under {root} loads; delete the refused ones to start over, or restore "
+                              "them from a backup:\n  " + "\n  ".join(refused))
+    return None
+
+
 def load_checkpoint(path: Path, models: Mapping[str, torch.nn.Module], optimizers: Mapping[str, tuple],
                     check: Callable[[Path, dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Restore weights, optimizer and scheduler states and RNG states; return the saved state dict.
@@ -128,10 +157,13 @@ def load_checkpoint(path: Path, models: Mapping[str, torch.nn.Module], optimizer
             saved = torch.load(path / f"{name}.optim.pt", weights_only=True)
             optimizer.load_state_dict(saved["optimizer"])
             scheduler.load_state_dict(saved["scheduler"])
-    except (OSError, KeyError, ValueError, json.JSONDecodeError, pickle.UnpicklingError) as e:
-        # UnpicklingError: torch.load(weights_only=True) refusing anything but tensors and plain containers.
-        raise CheckpointError(f"checkpoint {path} is unreadable: {e}") from e
-    set_rng_state(state["rng"])
+        rng = state["rng"]
+    except (OSError, KeyError, ValueError, TypeError, RuntimeError, json.JSONDecodeError, pickle.UnpicklingError,
+            SafetensorError) as e:
+        # UnpicklingError: torch.load(weights_only=True) refusing anything but tensors and plain containers;
+        # RuntimeError: a damaged torch zip or a tensor of the wrong shape; SafetensorError: a damaged weights file.
+        raise CheckpointError(f"checkpoint {path} is unreadable: {type(e).__name__}: {e}") from e
+    set_rng_state(rng)
     return state
 
 

@@ -12,6 +12,7 @@ nesting: `--learner.alpha`, `--env.hops`, `--rollout.group-size`, `--optim.lr`.
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
@@ -199,9 +200,13 @@ class TrainConfig:
     resume: bool = True
     """Continue from the newest checkpoint in `out_dir` when there is one."""
     tensorboard: bool = False
-    """Also write TensorBoard events (needs the tensorboard package)."""
+    """Also write TensorBoard events under `out_dir/tb` (the tensorboard package, in the `agents` extra;
+    checked when the config is built, so a missing package stops the run before any step)."""
 
     def __post_init__(self) -> None:
+        if self.tensorboard and importlib.util.find_spec("tensorboard") is None:
+            raise ConfigError("tensorboard=True (--tensorboard) needs the tensorboard package: pip install tensorboard "
+                              "(it is in searchgym's agents extra), or leave the flag off: metrics.jsonl has every metric")
         if isinstance(self.learner, str):
             self.learner = get_learner(self.learner).config()
         elif not isinstance(self.learner, GRPOConfig):

@@ -13,6 +13,7 @@ import numpy as np
 from agents.learners.batch import LearnerBatch
 from agents.rollout import rollout_metrics
 from agents.train.distributed import all_reduce_sum
+from agents.train.tb import log_tensorboard
 from agents.train.update import UpdateStats
 
 logger = logging.getLogger(__name__)
@@ -58,16 +59,12 @@ class MetricsLog:
         self._tb = None
 
     def write(self, metrics: dict[str, float], step: int) -> None:
+        # metrics.jsonl first: TensorBoard is an optional second copy that may fail (`agents.train.tb`).
         with open(self.path, "a") as f:
             f.write(json.dumps(metrics) + "\n")
         if self.tensorboard:
-            if self._tb is None:
-                from torch.utils.tensorboard import SummaryWriter
-
-                self._tb = SummaryWriter(str(self.out / "tb"))
-            for k, v in metrics.items():
-                if k != "step":
-                    self._tb.add_scalar(k, v, int(metrics.get("step", step)))
+            self.step = step
+            log_tensorboard(self, metrics)
 
     def drop_after(self, step: int) -> None:
         """Drop lines of steps after checkpoint `step` (logged, then the process died before the checkpoint

@@ -45,7 +45,7 @@ from agents.memory import peak_rss_gb
 from agents.policies.hf import HFPolicy, HFPolicyConfig
 from agents.rollout import RolloutConfig, RolloutEngine
 from agents.train import setup
-from agents.train.checkpoint import list_checkpoints, load_checkpoint, save_checkpoint
+from agents.train.checkpoint import load_newest_valid, save_checkpoint
 from agents.train.config import TrainConfig
 from agents.train.distributed import all_reduce_sum, make_accelerator, merge_metrics, shard, sum_gradients
 from agents.train.evaluate import greedy_eval
@@ -128,8 +128,9 @@ class Trainer:
         self.metrics_log = MetricsLog(self.out, config.tensorboard)
         self.step = 0
         self.position = 0
-        if config.resume and (checkpoints := list_checkpoints(self.out / "checkpoints")):
-            self._restore(checkpoints[-1])
+        if config.resume and (found := load_newest_valid(self.out / "checkpoints", self.models, self.optimizers,
+                                                         check=setup.check_config_version)):
+            self._restore(*found)
         if config.resume and self.is_main:
             self.metrics_log.drop_after(self.step)
         try:
@@ -302,8 +303,7 @@ class Trainer:
         state = {"position": self.position, "config": setup.jsonable_config(self.config), "versions": {"policy": self.policy.weight_version}}
         return save_checkpoint(self.out / "checkpoints", self.step, self.models, self.optimizers, state)
 
-    def _restore(self, path: Path) -> None:
-        state = load_checkpoint(path, self.models, self.optimizers, check=setup.check_config_version)
+    def _restore(self, path: Path, state: dict) -> None:
         self.step = int(path.name.split("-")[1])
         self.position = int(state["position"])
         self.policy.mark_updated()

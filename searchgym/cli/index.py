@@ -86,6 +86,8 @@ def add_parser(subparsers) -> None:
         help="number of documents, for the progress bar's estimate (wiki-18: 21015324)",
     )
     b.add_argument("--overwrite", action="store_true", help="replace an existing folder")
+    b.add_argument("--threads", type=int, default=None,
+                   help="CPU threads for encoding and FAISS (default: torch's and FAISS's own, all cores)")
     b.set_defaults(func=_build)
 
     r = sub.add_parser(
@@ -99,14 +101,19 @@ def add_parser(subparsers) -> None:
 
     i = sub.add_parser("info", help="print an index folder's manifest")
     i.add_argument("folder")
+    i.add_argument("--verify", action="store_true",
+                   help="also hash every file now and compare with the manifest (exit 1 on a mismatch)")
     i.set_defaults(func=_info)
 
 
 def _build(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
+    from searchgym.cli.serve import set_threads
     from searchgym.retrieval.index import build_index
 
+    if args.threads is not None:
+        set_threads(args.threads)
     total = args.total if args.limit is None else min(args.limit, args.total or args.limit)
     with tqdm(total=total, unit="doc", desc="embedding", dynamic_ncols=True) as bar:
 
@@ -143,7 +150,19 @@ def _rebuild(args: argparse.Namespace) -> int:
 
 
 def _info(args: argparse.Namespace) -> int:
-    from searchgym.retrieval.index import IndexManifest
+    from pathlib import Path
 
-    print(IndexManifest.read(args.folder).to_json())
+    from searchgym.errors import IndexIntegrityError
+    from searchgym.retrieval.index import IndexManifest
+    from searchgym.retrieval.integrity import verify_files
+
+    manifest = IndexManifest.read(args.folder)
+    print(manifest.to_json())
+    if args.verify:
+        try:
+            verify_files(Path(args.folder), manifest.files, mode="full")
+        except IndexIntegrityError as e:
+            print(f"verification failed: {e}")
+            return 1
+        print(f"verified: {len(manifest.files)} files match their recorded size and SHA-256")
     return 0

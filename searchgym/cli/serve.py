@@ -6,7 +6,8 @@
     searchgym serve --corpus c.jsonl --retriever dense --port 8001 --topk 3
 
 Clients: Search-R1 / veRL / SkyRL (`search_url=http://127.0.0.1:8000/retrieve`) or
-`searchgym.retrieval.HTTPRetriever`. Binds 127.0.0.1 unless --host says otherwise.
+`searchgym.retrieval.HTTPRetriever`. Binds 127.0.0.1; another --host needs --allow-remote, and then an
+API key (--api-key-file) that every request must carry.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ import os
 from searchgym.errors import ConfigError
 
 SERVER_FLAGS = ("host", "port", "default_topk", "max_topk", "max_queries", "max_query_chars", "max_results", "max_body_bytes",
-                "max_batch_queries", "batch_wait_ms", "retriever_start_timeout_s")
+                "max_batch_queries", "batch_wait_ms", "retriever_start_timeout_s", "header_timeout_s", "body_timeout_s",
+                "keep_alive_timeout_s", "max_connections")
 """The `ServerConfig` fields that are command-line flags (`default_topk` is `--topk`)."""
 
 logger = logging.getLogger(__name__)
@@ -44,6 +46,27 @@ def add_parser(subparsers) -> None:
         default=None,
         help="where BM25 and in-memory dense indexes are cached (default ~/.cache/searchgym)",
     )
+    p.add_argument(
+        "--allow-encoder",
+        action="append",
+        default=[],
+        metavar="MODEL",
+        help="a model folder or hub id that --index may name as its encoder (repeatable); the packaged "
+        "all-MiniLM-L6-v2 is always allowed. An index's manifest is data: it cannot pick a model on its own",
+    )
+    p.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="allow a --host that is not loopback (the server then answers every machine that can reach it); "
+        "give it an API key too",
+    )
+    p.add_argument(
+        "--api-key-file",
+        metavar="PATH",
+        help="file holding the API key every request must carry (Authorization: Bearer <key> or X-API-Key: <key>); "
+        "a file keeps the key out of the process list",
+    )
+    p.add_argument("--api-key", help="the API key itself (visible to other users in the process list: prefer --api-key-file)")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     p.add_argument(
         "--threads",
@@ -75,7 +98,8 @@ def _check_spec(kind: str | None, corpus_path: str | None, index_dir: str | None
     return kind
 
 
-def build_retriever(kind: str | None, corpus_path: str | None, index_dir: str | None, cache_dir: str | None):
+def build_retriever(kind: str | None, corpus_path: str | None, index_dir: str | None, cache_dir: str | None,
+                    allow_encoders: tuple[str, ...] = ()):
     """The retriever `searchgym serve` serves."""
     from searchgym.corpus import load_corpus
     from searchgym.retrieval import BM25Retriever, DenseRetriever, HybridRetriever
@@ -83,11 +107,11 @@ def build_retriever(kind: str | None, corpus_path: str | None, index_dir: str | 
     kind = _check_spec(kind, corpus_path, index_dir)
     if kind == "dense" and index_dir:
         # The index's own document store serves the passages; the corpus file, if given, is only checked.
-        return DenseRetriever.load(index_dir, corpus_path=corpus_path)
+        return DenseRetriever.load(index_dir, corpus_path=corpus_path, allow_encoders=allow_encoders)
     corpus = load_corpus(corpus_path)  # type: ignore[arg-type]
     if kind == "bm25":
         return BM25Retriever(corpus, cache_dir=cache_dir)
-    dense = DenseRetriever.load(index_dir, corpus=corpus) if index_dir else DenseRetriever(corpus, cache_dir=cache_dir)
+    dense = DenseRetriever.load(index_dir, corpus=corpus, allow_encoders=allow_encoders) if index_dir else DenseRetriever(corpus, cache_dir=cache_dir)
     if kind == "dense":
         return dense
     return HybridRetriever([BM25Retriever(corpus, cache_dir=cache_dir), dense])  # type: ignore[arg-type]
@@ -96,8 +120,9 @@ def build_retriever(kind: str | None, corpus_path: str | None, index_dir: str | 
 def _serve(args: argparse.Namespace) -> int:
     from searchgym.retrieval.server import ServerConfig, serve
 
-    config = ServerConfig(**{name: getattr(args, name) for name in SERVER_FLAGS}, retriever_process=args.retriever_process)
-    spec = (args.retriever, args.corpus, args.index, args.cache_dir, args.threads)
+    config = ServerConfig(**{name: getattr(args, name) for name in SERVER_FLAGS}, retriever_process=args.retriever_process,
+                          allow_remote=args.allow_remote, api_key=_api_key(args))
+    spec = (args.retriever, args.corpus, args.index, args.cache_dir, args.threads, tuple(args.allow_encoder))
     if config.retriever_process:
         # Built in the retriever process; checked here first, so that a bad flag fails before anything starts.
         kind = _check_spec(args.retriever, args.corpus, args.index)
@@ -110,18 +135,31 @@ def _serve(args: argparse.Namespace) -> int:
     else:
         retriever = build_in_process(*spec)
         kind = retriever.describe()["kind"]
-    if config.host not in ("127.0.0.1", "localhost", "::1"):
-        logger.warning("binding %s: the server has no authentication; expose it only on a trusted network", config.host)
+    if config.allow_remote and config.api_key is None:
+        logger.warning("binding %s without an API key: any machine that reaches it is answered; add --api-key-file",
+                       config.host)
     print(f"serving {kind} retrieval on http://{config.host}:{config.port}/retrieve", flush=True)
     serve(retriever, config, log_level=args.log_level)
     return 0
 
 
-def build_in_process(kind, corpus_path, index_dir, cache_dir, threads):
+def _api_key(args: argparse.Namespace) -> str | None:
+    if args.api_key and args.api_key_file:
+        raise ConfigError("give --api-key or --api-key-file, not both")
+    if args.api_key_file:
+        try:
+            with open(args.api_key_file, encoding="utf-8") as f:
+                return f.read().strip()
+        except (OSError, UnicodeDecodeError) as e:
+            raise ConfigError(f"--api-key-file {args.api_key_file}: cannot read it ({e})") from None
+    return args.api_key
+
+
+def build_in_process(kind, corpus_path, index_dir, cache_dir, threads, allow_encoders=()):
     """`build_retriever` with the query-time thread count applied first (the retriever process's factory)."""
     if threads is not None:
         set_threads(threads)
-    return build_retriever(kind, corpus_path, index_dir, cache_dir)
+    return build_retriever(kind, corpus_path, index_dir, cache_dir, allow_encoders)
 
 
 def _check_threads(n: int) -> None:

@@ -8,10 +8,12 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 import gymnasium as gym
+import numpy as np
 
 from searchgym.corpus import Corpus, Document
 from searchgym.data.records import QARecord
 from searchgym.envs.credit import EpisodeCredit
+from searchgym.envs.rendering import require_pillow, text_to_rgb
 from searchgym.envs.spaces import UnicodeText
 from searchgym.errors import ConfigError, EpisodeStateError
 from searchgym.info import SCHEMA_VERSION, EpisodeSummary, ResetInfo, RewardParts, ShownDoc, StepInfo
@@ -126,7 +128,8 @@ class SearchQAEnv(gym.Env[str, str]):
       `entity_match`: how a gold entity matches the thinking text: `"normalized"` (case, accents,
       punctuation and articles ignored, whole phrases; `searchgym.entities`) or `"exact"` (the verbatim
       string, E-GRPO's rule, which its learner asks for).
-    - `render_mode`: None or `"ansi"` (the transcript as text).
+    - `render_mode`: None, `"ansi"` (the transcript as text) or `"rgb_array"` (the same text drawn as an
+      image, needs Pillow; stable-baselines3's `make_vec_env` asks for it).
 
     ## Version History
     - v0: initial version. Later, without a new version number: with the default template (Search-R1's),
@@ -144,7 +147,7 @@ class SearchQAEnv(gym.Env[str, str]):
     ('search', False, False)
     """
 
-    metadata = {"render_modes": ["ansi"]}
+    metadata = {"render_modes": ["ansi", "rgb_array"]}
 
     def __init__(
         self,
@@ -176,8 +179,10 @@ class SearchQAEnv(gym.Env[str, str]):
             raise ConfigError(f"candidates ({candidates}) must be >= top_k ({top_k}): the ranker picks top_k from the pool")
         if max_turns < 1:
             raise ConfigError(f"max_turns must be >= 1, got {max_turns}")
-        if render_mode not in (None, "ansi"):
-            raise ConfigError(f"render_mode must be None or 'ansi', got {render_mode!r}")
+        if render_mode not in (None, "ansi", "rgb_array"):
+            raise ConfigError(f"render_mode must be None, 'ansi' or 'rgb_array', got {render_mode!r}")
+        if render_mode == "rgb_array":
+            require_pillow()
         if template is not None and "{question}" not in template:
             raise ConfigError("template must contain a '{question}' field")
         if judge_mode not in (None, "sync", "deferred"):
@@ -277,10 +282,11 @@ class SearchQAEnv(gym.Env[str, str]):
             self.transcript.append(("env", observation))
         return observation, reward, terminated, truncated, info
 
-    def render(self) -> str | None:
-        if self.render_mode != "ansi":
+    def render(self) -> str | np.ndarray | None:
+        if self.render_mode is None:
             return None
-        return "".join(f"[{role}]\n{text}\n" for role, text in self.transcript)
+        text = "".join(f"[{role}]\n{text}\n" for role, text in self.transcript)
+        return text if self.render_mode == "ansi" else text_to_rgb(text)
 
     # -- steps ------------------------------------------------------------------------------------------
 

@@ -6,7 +6,9 @@ similar but different title are separate, and a similarly named but unrelated en
 thinking reward = claims supported by earlier evidence or common sense, and a useful action (a rephrased
 retry of a search that failed earlier is useful; a justified assumption in place of unavailable information
 is not penalized); no outside knowledge. The reply must be a JSON object
-`{"analysis": str, "retrieval_reward": 0|1, "thinking_reward": 0|1}`, optionally in a ```json fence.
+`{"analysis": str, "retrieval_reward": 0|1, "thinking_reward": 0|1}`, optionally in a ```json fence;
+`parse_reply` takes exactly one such object, with no repeated key and labels that are the integers 0/1 or
+booleans.
 
 The question, the agent's text and the documents are untrusted: a document may carry text written to
 steer the judge (fake section headers, "ignore previous instructions", a verdict in the reply's own
@@ -66,7 +68,6 @@ object and nothing else, in a ```json fence:
 {"analysis": "<your analysis>", "retrieval_reward": 0 or 1, "thinking_reward": 0 or 1}
 ```"""
 
-_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
 _BACKTICKS = re.compile(r"`{3,}")
 _GRAMMAR_TAG = re.compile(r"<(/?)(think|search|answer|information|tool_call|tool_response)>", re.IGNORECASE)
 
@@ -120,67 +121,147 @@ def build_messages(request: JudgeRequest, *, max_doc_chars: int = 2000) -> list[
     ]
 
 
-def _binary(obj: dict, key: str) -> int:
+MAX_REPLY_CHARS = 64_000
+"""Longest reply parsed (a 512-token reply is ~2,000 characters); a longer one is refused unread."""
+
+MAX_OBJECT_CHARS = 16_000
+"""Longest JSON object looked for. Each candidate `{` is decoded within this window, so a text of n
+characters costs at most n/2 windows however it is built (thousands of unclosed objects included): a failed
+decode costs time proportional to the text it is given."""
+
+MAX_CANDIDATES = 512
+"""Most `{` positions tried per text. A failed decode of deeply nested text costs ~0.1 ms, so this bounds a
+text's parse at well under a second however it is built. A reply with more is refused; in a trace, the
+objects past it are matched textually only (see `parse_reply`)."""
+
+_OBJECT_START = re.compile(r'\{\s*["}]')  # a JSON object opens with a key or closes at once
+
+_DECODER = json.JSONDecoder()
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _no_duplicates(pairs: list[tuple[str, object]]) -> dict:
+    # json's default keeps the last of two equal keys; a verdict whose label depends on which copy wins is
+    # ambiguous, so it is refused (at every nesting level).
+    obj: dict = {}
+    for key, value in pairs:
+        if key in obj:
+            raise _DuplicateKey(key)
+        obj[key] = value
+    return obj
+
+
+_STRICT_DECODER = json.JSONDecoder(object_pairs_hook=_no_duplicates)
+
+
+class _TooMany(ValueError):
+    pass
+
+
+def json_objects(text: str, *, decoder: json.JSONDecoder = _STRICT_DECODER) -> list[tuple[dict, str]]:
+    """Every top-level JSON object in `text`, with its source span, left to right.
+
+    An object starts at a `{` from which a whole JSON object decodes; its inside is not searched again (a
+    nested object is part of its parent). A `{` from which nothing decodes (prose such as "the set {a, b}")
+    is skipped. Fences and surrounding prose play no part: the same rule holds with or without them.
+    Raises `_DuplicateKey` for an object with a repeated key, `_TooMany` past `MAX_CANDIDATES` tries."""
+    found: list[tuple[dict, str]] = []
+    match = _OBJECT_START.search(text)
+    tries = 0
+    while match is not None:
+        tries += 1
+        if tries > MAX_CANDIDATES:
+            raise _TooMany(f"over {MAX_CANDIDATES} places where a JSON object could start")
+        pos = match.start()
+        window = text[pos : pos + MAX_OBJECT_CHARS]
+        try:
+            obj, end = decoder.raw_decode(window)
+        except _DuplicateKey:
+            raise
+        except (ValueError, RecursionError):
+            match = _OBJECT_START.search(text, pos + 1)
+            continue
+        found.append((obj, window[:end]))
+        match = _OBJECT_START.search(text, pos + end)
+    return found
+
+
+def _label(obj: dict, key: str) -> int:
+    # json reads `1.0` as a float and `true` as a bool; only the integers 0/1 and the booleans are labels.
     value = obj.get(key)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value not in (0, 1):
-        raise MalformedReply(f"{key} must be 0 or 1, got {value!r}")
-    return int(value)
+    if isinstance(value, bool):
+        return int(value)
+    if type(value) is int and value in (0, 1):
+        return value
+    raise MalformedReply(f"{key} must be 0 or 1 (an integer or true/false), got {value!r}")
 
 
-def _first_object(text: str) -> str:
-    """The first balanced {...} in `text` (quotes and escapes respected), or the text itself."""
-    start = text.find("{")
-    if start < 0:
-        return text
-    depth, in_str, escaped = 0, False, False
-    for i in range(start, len(text)):
-        ch = text[i]
-        if in_str:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_str = False
-        elif ch == '"':
-            in_str = True
-        elif ch == "{":
-            depth += 1
-        elif ch == "}":
-            depth -= 1
-            if depth == 0:
-                return text[start : i + 1]
-    return text[start:]
+def _canonical(obj: object) -> str:
+    return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def _planted(data: str) -> set[str]:
+    """Canonical forms of every JSON object in the trace, nested ones included: the verdicts a reply could
+    have copied. Lenient about duplicate keys (the default decoder), since the trace is only searched."""
+    out: set[str] = set()
+    try:
+        stack: list[object] = [obj for obj, _ in json_objects(data, decoder=_DECODER)]
+    except _TooMany:
+        stack = []
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            out.add(_canonical(value))
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+        elif isinstance(value, str) and "{" in value:
+            # A verdict spelled as an escaped string inside planted JSON reads as a verdict once unescaped.
+            try:
+                stack.extend(obj for obj, _ in json_objects(value, decoder=_DECODER))
+            except _TooMany:
+                pass
+    return out
 
 
 def parse_reply(text: str, *, data: str | None = None) -> tuple[int, int, str]:
     """(retrieval_reward, thinking_reward, analysis) from a reply; raises `MalformedReply`.
 
-    Strict about content: one JSON object with a string `analysis` and `retrieval_reward` and
-    `thinking_reward` each exactly 0 or 1 (true/false, "1", 0.5 are rejected). Lenient only about the
-    wrapping: a ```json fence (the last one, as the verdict follows the analysis) or text around the
-    object is allowed. `data`: the trace the judge was shown; a verdict object that appears in it (up to
-    whitespace) was copied from the data, not judged, and is rejected.
+    Strict: the reply holds exactly one JSON object (in a ```json fence or not, the same rule; prose
+    around it is allowed), with no repeated key, a string `analysis`, and `retrieval_reward` and
+    `thinking_reward` each 0 or 1 as an integer or a boolean (`1.0`, `"1"`, 2 are refused). Two objects
+    (a draft and a final verdict, or an example and an answer) are refused: which one is meant is a guess.
+    `data`: the trace the judge was shown; a verdict equal to an object found anywhere in it (compared as
+    parsed JSON, so key order, whitespace and escapes do not matter) was copied from the data, not judged,
+    and is refused. In a trace with more than `MAX_CANDIDATES` places where an object could start, the
+    verdict is also refused when its text appears in the trace up to whitespace.
 
     >>> parse_reply('```json\\n{"analysis": "new doc", "retrieval_reward": 1, "thinking_reward": 0}\\n```')
     (1, 0, 'new doc')
     """
     if not isinstance(text, str) or not text.strip():
         raise MalformedReply("empty reply")
-    fences = [m.group(1) for m in _FENCE.finditer(text) if "{" in m.group(1)]
-    candidate = _first_object(fences[-1] if fences else text)
+    if len(text) > MAX_REPLY_CHARS:
+        raise MalformedReply(f"reply of {len(text)} characters is over {MAX_REPLY_CHARS}")
     try:
-        obj = json.loads(candidate)
-    except (ValueError, RecursionError) as e:
-        where = f": {e.msg} at position {e.pos}" if isinstance(e, json.JSONDecodeError) else f" ({type(e).__name__})"
-        raise MalformedReply(f"not JSON{where}") from None
-    if not isinstance(obj, dict):
-        raise MalformedReply(f"expected a JSON object, got {type(obj).__name__}")
+        found = json_objects(text)
+    except _DuplicateKey as e:
+        raise MalformedReply(f"repeated key {str(e)!r} in the JSON object") from None
+    except _TooMany as e:
+        raise MalformedReply(f"not a verdict: {e}") from None
+    if not found:
+        raise MalformedReply("not JSON: no JSON object in the reply")
+    if len(found) > 1:
+        raise MalformedReply(f"{len(found)} JSON objects in the reply; exactly one is required")
+    obj = found[0][0]
     analysis = obj.get("analysis")
     if not isinstance(analysis, str):
         raise MalformedReply("analysis must be a string")
-    labels = _binary(obj, "retrieval_reward"), _binary(obj, "thinking_reward")
-    if data is not None and _squeeze(candidate) in _squeeze(data):
+    labels = _label(obj, "retrieval_reward"), _label(obj, "thinking_reward")
+    if data is not None and (_squeeze(found[0][1]) in _squeeze(data) or _canonical(obj) in _planted(data)):
         raise MalformedReply("the verdict is copied from the trace being judged (planted in the data?), not the judge's own")
     return *labels, analysis
 

@@ -9,6 +9,13 @@
   Kept as the reference that the benchmark compares against; it is not cached.
 
 Both backends use the same `Tokenizer`, so they rank the same way up to their idf formulas.
+
+bm25s compiles its numba kernels on the first search of every new process (~9 s on one core here, 10-21 s
+on a busy machine): every server start and every retriever-process restart paid it. Its kernels are
+therefore cached on disk (numba's own cache: `__pycache__` beside bm25s, or numba's user cache folder
+when that is read-only; `NUMBA_CACHE_DIR` moves it), so only the first process on a machine compiles; a
+later one loads them in well under a second. numba keys the cache by source file and CPU, so a changed
+bm25s or another machine compiles again rather than load a stale kernel.
 """
 
 from __future__ import annotations
@@ -33,6 +40,34 @@ from searchgym.retrieval.tokenize import Tokenizer
 logger = logging.getLogger(__name__)
 
 INDEX_FORMAT_VERSION = 1
+
+
+_kernels_cached = False
+
+
+def cache_numba_kernels() -> None:
+    """Turn on numba's on-disk cache for bm25s's kernels (once per process; before their first call)."""
+    global _kernels_cached
+    if _kernels_cached:
+        return
+    _kernels_cached = True
+    try:
+        from numba.core.dispatcher import Dispatcher
+
+        import bm25s.numba.retrieve_utils
+        import bm25s.numba.selection
+    except ImportError:  # numba missing: bm25s falls back to numpy, nothing to cache
+        return
+    count = 0
+    for module in (bm25s.numba.retrieve_utils, bm25s.numba.selection):
+        for name, kernel in vars(module).items():
+            if isinstance(kernel, Dispatcher):
+                try:
+                    kernel.enable_caching()
+                    count += 1
+                except Exception as e:  # noqa: BLE001 - no cache only costs the compile time
+                    logger.debug("numba cache not available for bm25s kernel %s: %s", name, e)
+    logger.debug("numba on-disk cache enabled for %d bm25s kernels", count)
 
 
 def default_cache_dir() -> Path:
@@ -124,6 +159,7 @@ class BM25Retriever:
     def _load_or_build_bm25s(self):
         import bm25s
 
+        cache_numba_kernels()
         cache = None if self._cache_root is None else self._cache_root / "bm25s" / self._index_key()
         if cache is not None and (cache / "params.index.json").is_file():
             try:

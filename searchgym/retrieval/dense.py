@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -185,12 +185,17 @@ class DenseRetriever:
         corpus_path: str | Path | None = None,
         encoder: TextEncoder | EncoderConfig | None = None,
         mmap: bool = True,
+        verify: Literal["fast", "full", "size"] = "fast",
+        allow_encoders: Collection[str] = (),
     ) -> DenseRetriever:
         """Open an index built by `searchgym index build` (see `searchgym.retrieval.index.load_index_parts`
-        for the checks: a different corpus or encoder raises `IndexMismatchError`)."""
+        for the checks: a damaged file raises `IndexIntegrityError`, a different corpus or encoder
+        `IndexMismatchError`; an encoder the manifest names that is neither the packaged default nor in
+        `allow_encoders` is refused with `ConfigError`)."""
         from searchgym.retrieval.index import load_index_parts
 
-        parts = load_index_parts(folder, corpus=corpus, corpus_path=corpus_path, encoder=encoder, mmap=mmap)
+        parts = load_index_parts(folder, corpus=corpus, corpus_path=corpus_path, encoder=encoder, mmap=mmap,
+                                 verify=verify, allow_encoders=allow_encoders)
         self = cls.__new__(cls)
         self._attach(parts.documents, parts.index, parts.encoder, parts.index_config, parts.manifest.corpus_hash)
         return self

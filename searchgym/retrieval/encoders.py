@@ -13,6 +13,7 @@ E5-style models want "query: " / "passage: " prefixes: `EncoderConfig(prefixes="
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Sequence
@@ -51,8 +52,10 @@ class EncoderConfig:
     """Tokens kept per text; None uses the model's `sentence_bert_config.json` value, else 512."""
     batch_size: int = 64
     """Texts per forward pass."""
-    dtype: Literal["bfloat16", "float32"] = "bfloat16"
-    """Compute dtype; bf16 is ~2-3x faster than fp32 on CPUs with AVX512-BF16 and ranks the same."""
+    dtype: Literal["auto", "bfloat16", "float32"] = "auto"
+    """Compute dtype. `auto`: bfloat16 on a GPU and on CPUs with native bf16 instructions (`avx512_bf16` or
+    `amx_bf16` on x86, `bf16` on Arm, read from /proc/cpuinfo), float32 on other CPUs, where torch emulates
+    bf16 and runs it ~3x slower than float32. Either dtype ranks the same (it only changes rounding)."""
     device: str = "cpu"
     """Torch device for the model (`cpu`, `cuda`, `cuda:1`, ...); build large indexes on a GPU."""
 
@@ -67,10 +70,18 @@ class EncoderConfig:
             raise ConfigError(f"EncoderConfig.max_length must be >= 1 or None, got {self.max_length}")
         if self.batch_size < 1:
             raise ConfigError(f"EncoderConfig.batch_size must be >= 1, got {self.batch_size}")
-        if self.dtype not in ("bfloat16", "float32"):
-            raise ConfigError(f"EncoderConfig.dtype must be 'bfloat16' or 'float32', got {self.dtype!r}")
+        if self.dtype not in ("auto", "bfloat16", "float32"):
+            raise ConfigError(f"EncoderConfig.dtype must be 'auto', 'bfloat16' or 'float32', got {self.dtype!r}")
         if not self.device:
             raise ConfigError("EncoderConfig.device must name a torch device such as 'cpu' or 'cuda'")
+
+    def resolved_dtype(self) -> str:
+        """`dtype` with `auto` decided for this machine and `device`."""
+        if self.dtype != "auto":
+            return self.dtype
+        if not self.device.startswith("cpu"):
+            return "bfloat16"
+        return "bfloat16" if cpu_has_native_bf16() else "float32"
 
     @property
     def query_prefix(self) -> str:
@@ -79,6 +90,25 @@ class EncoderConfig:
     @property
     def passage_prefix(self) -> str:
         return _PREFIXES[self.prefixes][1]
+
+
+_BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16", "bf16"})
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_has_native_bf16(cpuinfo: str = "/proc/cpuinfo") -> bool:
+    """Whether the CPU runs bfloat16 matrix products natively, from the kernel's CPU flags (x86
+    `avx512_bf16` / `amx_bf16`, Arm `bf16`). False where /proc/cpuinfo is absent (macOS, Windows): float32
+    is the safe choice there, never slower than emulated bf16."""
+    try:
+        with open(cpuinfo, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip().lower() in ("flags", "features"):
+                    return bool(_BF16_FLAGS & set(value.split()))
+    except OSError:
+        pass
+    return False
 
 
 def resolve_encoder_path(model: str) -> str:
@@ -163,7 +193,8 @@ class TextEncoder:
         from transformers import AutoModel, AutoTokenizer
 
         path = resolve_encoder_path(self.config.model)
-        dtype = torch.bfloat16 if self.config.dtype == "bfloat16" else torch.float32
+        resolved = self.config.resolved_dtype()
+        dtype = torch.bfloat16 if resolved == "bfloat16" else torch.float32
         try:
             torch.device(self.config.device)  # a malformed name fails here, before the weights load
         except RuntimeError as e:
@@ -177,7 +208,8 @@ class TextEncoder:
             raise ConfigError(
                 f"cannot place encoder {self.config.model!r} on device {self.config.device!r}: {e}"
             ) from e
-        logger.debug("loaded encoder %s (%s) from %s", self.config.model, self.config.dtype, path)
+        logger.info("loaded encoder %s (%s, dtype %s: %s) from %s", self.config.model, self.config.device, resolved,
+                    "chosen for this machine" if self.config.dtype == "auto" else "as configured", path)
 
     def _encode(self, texts: list[str]) -> np.ndarray:
         self._load()

@@ -8,8 +8,11 @@ is then derived from the contents, so it is stable across calls).
 
 Every call is bounded: `timeout_s` is the budget for the whole `search` call, retries included, and a
 response that trickles in slower than that is cut off too. Connection failures and 429/502/503/504 are
-retried with exponential backoff while the budget lasts; other HTTP errors are not. Failures raise
-`RetrievalTimeout` (the budget ran out) or `RetrievalError` (anything else), never hang.
+retried with exponential backoff (`retries` times) while the budget lasts; other HTTP errors are not. A
+503 with `Retry-After` (our server while its retriever process restarts) is retried until the budget
+runs out, not counted against `retries`, waiting what the server asks (at most `RETRY_AFTER_MAX_S` at a
+time), so an env step rides out a restart of a few seconds. Failures raise `RetrievalTimeout` (the
+budget ran out) or `RetrievalError` (anything else), never hang.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -35,7 +38,8 @@ same request would raise again."""
 
 logger = logging.getLogger(__name__)
 
-
+RETRY_AFTER_MAX_S = 2.0
+"""Longest single wait on a server's `Retry-After`: it is an estimate, so the client looks again sooner."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,8 @@ class HTTPRetrieverConfig:
     """A larger response is refused rather than read into memory."""
     corpus_hash: str | None = None
     """The served corpus's hash, if known; recorded in `describe()` so caches and results are pinned to it."""
+    api_key: str | None = field(default=None, repr=False)
+    """Sent as `Authorization: Bearer <key>` on every request, for a server started with an API key."""
 
     def __post_init__(self) -> None:
         parts = urlsplit(self.url)
@@ -133,21 +139,22 @@ class HTTPRetriever:
         httpx = self._httpx
         url = self.config.endpoint
         data = json.dumps(payload).encode()
-        headers = {"content-type": "application/json"}
-        attempt, last_error = 0, ""
+        headers = {"content-type": "application/json", **self._auth()}
+        attempt, last_error, waits = 0, "", 0
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise RetrievalTimeout(
                     f"retrieval server at {url} did not answer within {self.config.timeout_s:g} s ({last_error or 'no answer'})"
                 )
-            retryable = False
+            retryable, retry_after, status = False, None, None
             try:
                 with self._client.stream(
                     "POST", url, content=data, headers=headers, timeout=httpx.Timeout(remaining)
                 ) as response:
                     raw = self._read(response, deadline, url)
                     status = response.status_code
+                    retry_after = _seconds(response.headers.get("retry-after"))
             except httpx.TimeoutException as e:
                 raise RetrievalTimeout(
                     f"retrieval server at {url} did not answer within {self.config.timeout_s:g} s ({type(e).__name__})"
@@ -162,6 +169,18 @@ class HTTPRetriever:
                         raise RetrievalError(f"retrieval server at {url} answered with invalid JSON ({e})") from e
                 last_error = f"HTTP {status}: {raw[:300].decode('utf-8', 'replace')}"
                 retryable = status in _RETRY_STATUS
+            if retryable and status == 503 and retry_after is not None:
+                # The server is up and says when to come back (a retriever restart): wait within the budget.
+                pause = min(max(retry_after, self.config.backoff_s), RETRY_AFTER_MAX_S)
+                if time.monotonic() + pause >= deadline:
+                    raise RetrievalTimeout(
+                        f"retrieval server at {url} still unavailable when the {self.config.timeout_s:g} s budget ran "
+                        f"out ({waits + 1} answers with Retry-After): {last_error}"
+                    )
+                waits += 1
+                logger.debug("%s asks to retry after %.1f s: %s", url, retry_after, last_error)
+                time.sleep(pause)
+                continue
             if not retryable or attempt >= self.config.retries:
                 raise RetrievalError(
                     f"retrieval server at {url} failed after {attempt + 1} attempt(s): {last_error}. Is it running (searchgym serve ...)?"
@@ -190,13 +209,16 @@ class HTTPRetriever:
                 )
         return b"".join(chunks)
 
+    def _auth(self) -> dict[str, str]:
+        return {"authorization": f"Bearer {self.config.api_key}"} if self.config.api_key else {}
+
     def _remote_description(self) -> dict[str, Any] | None:
         with self._lock:
             if not self._remote_checked:
                 self._remote_checked = True
                 health = self.config.endpoint.rsplit("/", 1)[0] + "/health"
                 try:
-                    r = self._client.get(health, timeout=min(5.0, self.config.timeout_s))
+                    r = self._client.get(health, timeout=min(5.0, self.config.timeout_s), headers=self._auth())
                     if r.status_code == 200:
                         self._remote = r.json().get("retriever")
                 except (self._httpx.HTTPError, ValueError, AttributeError) as e:
@@ -208,6 +230,17 @@ class HTTPRetriever:
             return self.config.corpus_hash
         remote = self._remote_description()
         return remote.get("corpus_hash") if isinstance(remote, dict) else None
+
+
+def _seconds(value: str | None) -> float | None:
+    """A `Retry-After` in seconds (the HTTP-date form is not used by retrieval servers: None)."""
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        return None
+    return seconds if 0 <= seconds < 3600 else None
 
 
 # -- response parsing (pure) --------------------------------------------------------------------------

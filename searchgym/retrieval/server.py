@@ -4,7 +4,9 @@
   `{"result": [[{"document": {"id", "contents"}, "score"}, ...], ...]}` with `return_scores`, else
   `{"result": [[{"id", "contents"}, ...], ...]}`, exactly as Search-R1's `retrieval_server.py`; `topk`
   may be omitted (the server's default is used). Search-R1, veRL and SkyRL clients work unchanged.
-- `GET /health` answers `{"status": "ok", "retriever": <describe()>, "documents": n, "stats": {...}}`.
+- `GET /health` answers `{"status": "ok", "retriever": <describe()>, "documents": n, "stats": {...}}`;
+  while the retriever process restarts, 503 with `{"status": "restarting", ...}` and `Retry-After`, and
+  `/retrieve` answers 503 with `Retry-After` (see `searchgym.retrieval.worker`).
 
 Concurrent requests are batched: while the retriever answers one batch (in a thread of its own, so the
 event loop keeps accepting requests), new requests queue up, and the next retriever call takes all of them
@@ -15,7 +17,9 @@ instead (`searchgym.retrieval.worker`), batching the same way, so that it never 
 event loop. What the two ways share (batching, the answer body, the JSON encoding, the warm-up) is in
 `searchgym.retrieval.batching`, which the child imports without this module or FastAPI.
 Requests are capped (body bytes, queries, query length, topk) and refused with 413/422 and a message,
-never truncated silently.
+never truncated silently. Slow clients are bounded: request headers within `header_timeout_s`, the body
+within `body_timeout_s` (408 otherwise), idle kept-alive connections closed after `keep_alive_timeout_s`,
+at most `max_connections` open (`searchgym.retrieval.connections`).
 
 Run it with `searchgym serve ...`, or `serve(retriever, ServerConfig(...))`, or in a background thread
 with `BackgroundServer` (tests, notebooks). Needs the `server` extra: `pip install 'searchgym[server]'`.
@@ -25,20 +29,21 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import ipaddress
 import logging
 import sys
 import threading
 import time
 from collections.abc import Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from fastapi import FastAPI
 from fastapi.responses import Response
 from starlette.routing import Route
 
-from searchgym.errors import ConfigError, RetrievalError
+from searchgym.errors import ConfigError, RetrievalError, RetrieverRestarting
+from searchgym.retrieval.asgi import RequestRejected, RetrievalApp, read_body, retry_after, retry_after_s, unreachable
 from searchgym.retrieval.base import Retriever
 from searchgym.retrieval.batching import Batcher, BatchStats, decode_json, encode_json, num_docs, render_results, warm_up
 
@@ -50,7 +55,14 @@ class ServerConfig:
     """Where the server listens and what it accepts."""
 
     host: str = "127.0.0.1"
-    """Interface to bind; loopback by default. Bind 0.0.0.0 only on a trusted network: there is no auth."""
+    """Interface to bind; loopback by default. Any other address needs `allow_remote` (and should have an
+    `api_key`): it serves every machine that can reach it."""
+    allow_remote: bool = False
+    """Allow a `host` that is not loopback (`--allow-remote`). Without it such a host is refused."""
+    api_key: str | None = field(default=None, repr=False)
+    """When set, every request must carry it, as `Authorization: Bearer <key>` or `X-API-Key: <key>`
+    (compared in constant time); others get 401. `HTTPRetrieverConfig.api_key` sends it. At least 16
+    characters. Search-R1's own client sends no headers: use it only on loopback, without a key."""
     port: int = 8000
     """TCP port (0 picks a free one)."""
     default_topk: int = 3
@@ -89,11 +101,31 @@ class ServerConfig:
     start and at every restart. A child not ready by then is killed and the start fails with a
     `RetrievalError` (a restart is tried again later), instead of the server waiting forever on a child
     that hangs. Loading a large index takes minutes: raise this for those."""
+    header_timeout_s: float = 10.0
+    """A connection must deliver complete request headers this long after it opens (or after the first
+    byte of its next request); otherwise it is closed (with 408 if a request had begun). Bounds what idle
+    and slowly dribbling clients can hold (`searchgym.retrieval.connections`)."""
+    body_timeout_s: float = 30.0
+    """A request body must arrive whole this long after its headers; otherwise 408 (a body shorter than
+    its `Content-Length` is one such)."""
+    keep_alive_timeout_s: float = 5.0
+    """A kept-alive connection idle this long after a response is closed (uvicorn's `timeout_keep_alive`)."""
+    max_connections: int = 1000
+    """Most connections open at once; one more is answered 503 and closed at once. Keep it under the
+    process's file limit (`ulimit -n`)."""
     warmup: bool = True
     """Run one search before accepting requests, so that lazy model loading and JIT compilation (BM25's
     numba kernels take seconds) never land on the first client's request."""
 
     def __post_init__(self) -> None:
+        if not is_loopback(self.host) and not self.allow_remote:
+            raise ConfigError(
+                f"ServerConfig.host={self.host!r} is not loopback: the server would answer every machine that can reach "
+                "it. Pass allow_remote=True (--allow-remote) to mean it, with an api_key (--api-key-file) so that only "
+                "your clients are answered"
+            )
+        if self.api_key is not None and (not isinstance(self.api_key, str) or len(self.api_key.strip()) < 16):
+            raise ConfigError("ServerConfig.api_key must be a string of at least 16 characters (e.g. `openssl rand -hex 16`)")
         if not 0 <= self.port <= 65535:
             raise ConfigError(f"ServerConfig.port must be in 0..65535, got {self.port}")
         for name in (
@@ -113,16 +145,23 @@ class ServerConfig:
             raise ConfigError(f"ServerConfig.switch_interval_us must be > 0 or None, got {self.switch_interval_us}")
         if not self.retriever_start_timeout_s > 0:
             raise ConfigError(f"ServerConfig.retriever_start_timeout_s must be > 0, got {self.retriever_start_timeout_s}")
+        for name in ("header_timeout_s", "body_timeout_s", "keep_alive_timeout_s"):
+            if not getattr(self, name) > 0:
+                raise ConfigError(f"ServerConfig.{name} must be > 0, got {getattr(self, name)}")
+        if self.max_connections < 1:
+            raise ConfigError(f"ServerConfig.max_connections must be >= 1, got {self.max_connections}")
         if self.batch_wait_ms < 0:
             raise ConfigError(f"ServerConfig.batch_wait_ms must be >= 0, got {self.batch_wait_ms}")
 
 
-class RequestRejected(Exception):
-    """A request the server refuses; carries the HTTP status."""
-
-    def __init__(self, status: int, message: str):
-        super().__init__(message)
-        self.status = status
+def is_loopback(host: str) -> bool:
+    """Whether binding `host` serves this machine only."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:  # a host name: it may resolve to anything
+        return False
 
 
 @dataclass(frozen=True)
@@ -205,7 +244,8 @@ def create_app(retriever: Retriever | Callable[[], Retriever], config: ServerCon
         yield
         await batcher.stop()
 
-    app = _RetrievalApp(title="searchgym retrieval server", lifespan=lifespan)
+    app = RetrievalApp(title="searchgym retrieval server", lifespan=lifespan)
+    app.api_key = config.api_key.encode() if config.api_key else None
     app.state.batcher = batcher
     app.state.worker = worker
 
@@ -215,7 +255,7 @@ def create_app(retriever: Retriever | Callable[[], Retriever], config: ServerCon
     async def retrieve(scope, receive) -> tuple[int, bytes] | None:
         """`POST /retrieve`: the status and JSON body of the answer, None when the client went away."""
         try:
-            body = await _read_body(scope, receive, config.max_body_bytes)
+            body = await read_body(scope, receive, config.max_body_bytes, config.body_timeout_s)
             if body is None:
                 return None
             try:
@@ -231,6 +271,9 @@ def create_app(retriever: Retriever | Callable[[], Retriever], config: ServerCon
             if worker is not None:  # the retriever process encodes the answer itself
                 return await worker.submit(req.queries, req.topk, req.return_scores)
             hits = await batcher.submit(req.queries, req.topk)
+        except RetrieverRestarting as e:
+            # 503 + Retry-After: the request is fine, the retriever is briefly away; clients retry.
+            return 503, encode_json({"detail": f"retriever restarting: {e}"}), retry_after(e.retry_after_s)
         except Exception as e:
             return 500, encode_json({"detail": f"retrieval failed: {type(e).__name__}: {e}"})
         return 200, encode_json(render_results(hits, req.return_scores))
@@ -238,85 +281,31 @@ def create_app(retriever: Retriever | Callable[[], Retriever], config: ServerCon
     @app.get("/health")
     async def health() -> Response:
         if worker is not None:
+            if worker.restarting:
+                return Response(encode_json({"status": "restarting", "detail": worker.error, "stats": vars(stats)}), 503,
+                                media_type="application/json", headers={"retry-after": str(retry_after_s(worker.start_s))})
             if worker.error is not None:
                 return _json({"status": "error", "detail": worker.error, "stats": vars(stats)}, 503)
             return _json({"status": "ok", "retriever": worker.description, "documents": worker.num_docs, "stats": vars(stats)})
         return _json({"status": "ok", "retriever": description, "documents": documents, "stats": vars(stats)})
 
-    # `_RetrievalApp` answers `POST /retrieve` before routing; the route is there so that another method
+    # `RetrievalApp` answers `POST /retrieve` before routing; the route is there so that another method
     # gets Starlette's 405, as for any POST-only path.
-    app.router.routes.append(Route("/retrieve", _unreachable, methods=["POST"]))
+    app.router.routes.append(Route("/retrieve", unreachable, methods=["POST"]))
     app.retrieve_endpoint = retrieve
     return app
 
 
-async def _unreachable(request) -> Response:
-    raise AssertionError("POST /retrieve is answered by _RetrievalApp before routing")
-
-
-_JSON = b"application/json"
-
-
-class _RetrievalApp(FastAPI):
-    """FastAPI, with `POST /retrieve` answered in plain ASGI before FastAPI's middleware and routing.
-
-    Those layers (error and exception middleware, the exit stack, route matching, `Request` and
-    `Response` objects) cost more per request than a BM25 search, and the server runs them on one event
-    loop for every client. `/retrieve` needs none of them: it reads, caps and validates its body itself,
-    turns every failure into a JSON answer, and sends the two ASGI messages of the response directly.
-    Anything it still raises gets the same plain 500 that Starlette's error middleware sends. Every other
-    path (`/health`, `/docs`, a wrong method) takes the usual route.
-    """
-
-    retrieve_endpoint = None
-
-    async def __call__(self, scope, receive, send) -> None:
-        endpoint = self.retrieve_endpoint
-        if endpoint is None or scope["type"] != "http" or scope["path"] != "/retrieve" or scope["method"] != "POST":
-            await super().__call__(scope, receive, send)
-            return
-        media = _JSON
-        try:
-            answer = await endpoint(scope, receive)
-        except Exception:  # answered as a 500, as the error middleware would
-            logger.exception("/retrieve failed")
-            answer, media = (500, b"Internal Server Error"), b"text/plain; charset=utf-8"
-        if answer is None:  # the client disconnected before sending its whole request
-            return
-        status, data = answer
-        await send({
-            "type": "http.response.start",
-            "status": status,
-            "headers": [(b"content-type", media), (b"content-length", b"%d" % len(data))],
-        })
-        await send({"type": "http.response.body", "body": data})
-
-
-async def _read_body(scope, receive, limit: int) -> bytes | None:
-    """The request body, refused past `limit` bytes (declared or sent); None when the client disconnects."""
-    for name, value in scope["headers"]:
-        if name == b"content-length":
-            if value.isdigit() and int(value) > limit:
-                raise RequestRejected(413, f"request body of {value.decode()} bytes; this server accepts at most {limit}")
-            break
-    chunks, size = [], 0
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":  # http.disconnect
-            return None
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            raise RequestRejected(413, f"request body over {limit} bytes")
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(chunks)
-
-
 def _uvicorn_config(app, config: ServerConfig, log_level: str):
     import uvicorn
+    from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
-    return uvicorn.Config(app, host=config.host, port=config.port, log_level=log_level, access_log=False, lifespan="on")
+    from searchgym.retrieval.connections import guarded_protocol
+
+    http = guarded_protocol(AutoHTTPProtocol, header_timeout_s=config.header_timeout_s,
+                            max_connections=config.max_connections)
+    return uvicorn.Config(app, host=config.host, port=config.port, log_level=log_level, access_log=False, lifespan="on",
+                          http=http, timeout_keep_alive=config.keep_alive_timeout_s)  # type: ignore[arg-type]
 
 
 def serve(retriever: Retriever | Callable[[], Retriever], config: ServerConfig | None = None, *, log_level: str = "info") -> None:

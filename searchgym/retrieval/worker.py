@@ -12,9 +12,13 @@ socket carries data, not code). To the child: `[job id, queries, k, return_score
 `["ready", describe(), number of documents]` or `["failed", message]`, then per batch `[busy seconds,
 queries, [[job id, HTTP status, body length], ...]]` with the bodies, one after another, as the blob.
 
-When the child dies, every request in flight fails with a `RetrievalError` (HTTP 500), and so does every
-request until a new child, started at once (and again, with growing pauses, if that fails), is ready;
-`/health` answers 503 meanwhile and counts the restarts.
+When the child dies, a new one is started at once (and again, with growing pauses, if that fails). Every
+request in flight, and every request until the new child is ready, fails with `RetrieverRestarting`: the
+server answers 503 with a `Retry-After` of about one start's duration, `/health` answers 503 with
+`"status": "restarting"`, and `HTTPRetriever` waits and retries within its time budget, so a client sees
+a slower answer, not a failed one. Searching is read-only, so answering a request twice is harmless.
+A restart costs a process start, the retriever's build (a cached index loads in seconds) and the warm-up
+search; BM25's numba kernels are cached on disk (`searchgym.retrieval.bm25`), not compiled again.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from searchgym.errors import RetrievalError
+from searchgym.errors import RetrievalError, RetrieverRestarting
 from searchgym.retrieval.batching import decode_json, encode_json, num_docs, render_results, search_groups, take_batch, warm_up
 
 logger = logging.getLogger(__name__)
@@ -151,12 +155,15 @@ class RetrieverProcess(asyncio.Protocol):
         self._proc: multiprocessing.process.BaseProcess | None = None
         self._stopping = False
         self._restarting: asyncio.Task | None = None
+        self.start_s = 1.0
+        """How long the last successful start took: what a client is told to wait (`Retry-After`)."""
 
     async def start(self) -> None:
         """Spawn the child and wait until its retriever is built and warm (or raise RetrievalError). A
         child that fails or dies while starting is noticed at once; one that is not ready after
         `config.retriever_start_timeout_s` is killed."""
         self._buf.clear()  # whatever a dead predecessor left half-sent
+        started = time.monotonic()
         ours, theirs = socket.socketpair()
         ctx = multiprocessing.get_context("spawn")  # never fork a process that may hold threads
         settings = ChildSettings(self.config.warmup, self.config.batch_wait_ms, self.config.max_batch_queries)
@@ -183,15 +190,25 @@ class RetrieverProcess(asyncio.Protocol):
         _, self.description, self.num_docs = hello
         ours.setblocking(False)
         await loop.create_unix_connection(lambda: self, sock=ours)
+        self.start_s = time.monotonic() - started
 
     @property
     def pid(self) -> int | None:
         """The retriever process's id (None before `start`)."""
         return self._proc.pid if self._proc is not None else None
 
+    @property
+    def restarting(self) -> bool:
+        """True while a dead retriever process is being replaced."""
+        return self._transport is None and not self._stopping and self._restarting is not None and not self._restarting.done()
+
+    def _gone(self) -> RetrievalError:
+        message = self.error or "the retriever process is not running"
+        return RetrieverRestarting(message, retry_after_s=self.start_s) if self.restarting else RetrievalError(message)
+
     async def submit(self, queries: list[str], k: int, return_scores: bool) -> tuple[int, bytes]:
         if self._transport is None:
-            raise RetrievalError(self.error or "the retriever process is not running")
+            raise self._gone()
         job_id = self._next_id
         self._next_id += 1
         future = asyncio.get_running_loop().create_future()
@@ -242,11 +259,11 @@ class RetrieverProcess(asyncio.Protocol):
                 self._proc.join(1.0)  # its socket closed because it exited: reaped in milliseconds
                 code = self._proc.exitcode
             self.error = f"the retriever process exited (exit code {'unknown' if code is None else code}); restarting it"
-            logger.error("%s; /retrieve answers 500 until it is back", self.error)
+            logger.error("%s; /retrieve answers 503 with Retry-After until it is back", self.error)
             self._restarting = asyncio.get_running_loop().create_task(self._restart(self.error))
         for future in self._futures.values():
             if not future.done():
-                future.set_exception(RetrievalError(self.error or "the retriever process closed its connection"))
+                future.set_exception(self._gone())
 
     async def _restart(self, why: str) -> None:
         """Start a new retriever process, again and again with growing pauses until one starts."""

@@ -44,7 +44,7 @@ class DiscreteActionConfig:
         return self.search_slots + self.answer_slots
 
 
-class DiscreteCandidateActions(gym.Wrapper):
+class DiscreteCandidateActions(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """
     ## Description
     Turns the text action of a searchgym env into a choice among candidate actions derived from the
@@ -93,6 +93,8 @@ class DiscreteCandidateActions(gym.Wrapper):
     """
 
     def __init__(self, env: gym.Env, config: DiscreteActionConfig | None = None):
+        # Recorded so that `env.spec` can re-create the wrapper (Gymnasium's check_env does).
+        gym.utils.RecordConstructorArgs.__init__(self, config=config)
         super().__init__(env)
         self.config = config or DiscreteActionConfig()
         self.tracker = EpisodeTracker(env)
@@ -120,7 +122,7 @@ class DiscreteCandidateActions(gym.Wrapper):
         slot = self._check_slot(action)
         kind, phrase, _ = self._slots[slot]
         offered = self.slot_phrases()
-        text = self.render(kind, phrase, slot)
+        text = self.action_text(kind, phrase, slot)
         obs, reward, terminated, truncated, info = self.env.step(text)
         self.tracker.update(obs, info)
         self._refresh()  # also at the episode's end, so the last observation's features match its slots
@@ -169,8 +171,8 @@ class DiscreteCandidateActions(gym.Wrapper):
                 best, best_len = i, len(pk)
         return best
 
-    def render(self, kind: SlotKind, phrase: str | None, slot: int) -> str:
-        """The text action for a slot, in the env's grammar."""
+    def action_text(self, kind: SlotKind, phrase: str | None, slot: int) -> str:
+        """The text action for a slot, in the env's grammar. (Not `render`, which would hide the env's.)"""
         if kind == "noop" or phrase is None:
             return f"<think>Slot {slot} holds no candidate.</think>"
         think = ""

@@ -105,7 +105,7 @@ class FeatureConfig:
                 raise ConfigError(f"{name} must be in [1, 2**20], got {value}")
 
 
-class HashedFeatureObservation(gym.Wrapper):
+class HashedFeatureObservation(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """
     ## Description
     Replaces the text observation of a searchgym env with a fixed-size vector, for policies that take
@@ -133,6 +133,8 @@ class HashedFeatureObservation(gym.Wrapper):
     """
 
     def __init__(self, env: gym.Env, config: FeatureConfig | None = None):
+        # Recorded so that `env.spec` can re-create the wrapper (Gymnasium's check_env does).
+        gym.utils.RecordConstructorArgs.__init__(self, config=config)
         super().__init__(env)
         self.config = config or FeatureConfig()
         self.discrete = _find_discrete(env)

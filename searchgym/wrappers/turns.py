@@ -7,7 +7,7 @@ from typing import Any
 import gymnasium as gym
 
 
-class TurnLimitAsTerminal(gym.Wrapper):
+class TurnLimitAsTerminal(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """Returns `terminated=True, truncated=False` where the env ran out of turns.
 
     searchgym's envs end an unanswered episode after `max_turns` with `truncated=True`, the Gymnasium
@@ -21,6 +21,11 @@ class TurnLimitAsTerminal(gym.Wrapper):
 
     `info["episode"]["outcome"]` still says `out_of_turns`, and `info["turn_limit"]` is True on that step.
     """
+
+    def __init__(self, env: gym.Env):
+        # Recorded so that `env.spec` can re-create the wrapper (Gymnasium's check_env does).
+        gym.utils.RecordConstructorArgs.__init__(self)
+        super().__init__(env)
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
         obs, reward, terminated, truncated, info = self.env.step(action)

@@ -15,7 +15,7 @@ import time
 import pytest
 from hypothesis import given, settings
 
-from benchmarks import fuzz
+from benchmarks import fuzz, fuzz_verdicts
 from searchgym.errors import ConfigError, DataError
 
 pytest.importorskip("fastapi")
@@ -258,3 +258,18 @@ def test_server_caps_are_options_with_checked_values():
     for name in ("max_topk", "max_queries", "max_query_chars", "max_body_bytes"):
         with pytest.raises(ConfigError, match=name):
             ServerConfig(**{name: 0})
+
+
+@settings(max_examples=150, **fuzz.FUZZ_SETTINGS)
+@given(case=fuzz_verdicts.verdict_cases())
+def test_judge_replies_are_accepted_exactly_when_they_hold_one_honest_verdict(case):
+    _no_crash(fuzz_verdicts.VerdictHarness().run(case))
+
+
+def test_verdict_harness_flags_a_wrongly_accepted_verdict():
+    good = '{"analysis": "a", "retrieval_reward": 1, "thinking_reward": 0}'
+    harness = fuzz_verdicts.VerdictHarness()
+    assert harness.run(fuzz_verdicts.VerdictCase(good, "", (1, 0), "none")).kind == "accepted"
+    assert "accepted wrongly" in harness.run(fuzz_verdicts.VerdictCase(good, "", None, "dup")).crash
+    assert "labels (1, 0)" in harness.run(fuzz_verdicts.VerdictCase(good, "", (0, 0), "none")).crash
+    assert "valid verdict refused" in harness.run(fuzz_verdicts.VerdictCase("no", "", (0, 0), "none")).crash

@@ -207,6 +207,78 @@ def test_retrieval_server_and_its_command_line_bind_loopback(ten_doc_corpus):
     assert bound and set(bound) <= LOOPBACK, bound
 
 
+REMOTE = "192.0.2.1"  # TEST-NET-1: never bound here, only validated
+
+
+def test_a_host_beyond_loopback_needs_an_explicit_flag():
+    pytest.importorskip("fastapi")
+    from searchgym.cli import build_parser
+    from searchgym.cli.serve import _serve
+    from searchgym.errors import ConfigError
+    from searchgym.retrieval.server import ServerConfig, is_loopback
+
+    assert all(is_loopback(h) for h in ("127.0.0.1", "127.0.0.2", "::1", "[::1]", "localhost"))
+    assert not any(is_loopback(h) for h in (REMOTE, "example.org", "", "::"))
+    with pytest.raises(ConfigError, match="not loopback.*--allow-remote"):
+        ServerConfig(host=REMOTE)
+    assert ServerConfig(host=REMOTE, allow_remote=True, api_key="k" * 16).allow_remote
+    # The command line refuses before anything starts.
+    args = build_parser().parse_args(["serve", "--corpus", "c.jsonl", "--host", REMOTE])
+    with pytest.raises(ConfigError, match="--allow-remote"):
+        _serve(args)
+    with pytest.raises(ConfigError, match="16 characters"):
+        ServerConfig(api_key="short")
+    assert "k" * 16 not in repr(ServerConfig(api_key="k" * 16))  # a key never reaches a log through repr
+
+
+def test_an_api_key_is_required_on_every_path_when_set(ten_doc_corpus, tmp_path):
+    pytest.importorskip("fastapi")
+    requests = pytest.importorskip("requests")
+    from searchgym.errors import RetrievalError
+    from searchgym.retrieval import BM25Retriever, HTTPRetriever, HTTPRetrieverConfig
+    from searchgym.retrieval.server import BackgroundServer, ServerConfig
+
+    key = "s3cret-" + "x" * 20
+    config = ServerConfig(port=0, warmup=False, api_key=key)
+    with BackgroundServer(BM25Retriever(ten_doc_corpus, cache_dir=False), config) as server:
+        health = server.url.replace("/retrieve", "/health")
+        body = {"queries": ["Rome"], "topk": 1}
+        for headers in ({}, {"authorization": "Bearer wrong"}, {"x-api-key": key[:-1]}, {"authorization": key},
+                        {"x-api-key": key + "x"}):
+            for method, url in (("post", server.url), ("get", health), ("get", server.url.replace("/retrieve", "/docs"))):
+                r = getattr(requests, method)(url, json=body, headers=headers, timeout=10)
+                assert r.status_code == 401 and "API key" in r.json()["detail"], (headers, url)
+        for headers in ({"authorization": f"Bearer {key}"}, {"x-api-key": key}):
+            assert requests.post(server.url, json=body, headers=headers, timeout=10).status_code == 200
+            assert requests.get(health, headers=headers, timeout=10).status_code == 200
+        assert HTTPRetriever(HTTPRetrieverConfig(url=server.url, api_key=key)).search(["Rome"], 1)[0][0].doc.id == "d1"
+        with pytest.raises(RetrievalError, match="401"):
+            HTTPRetriever(HTTPRetrieverConfig(url=server.url)).search(["Rome"], 1)
+
+
+def test_the_key_is_compared_in_constant_time(monkeypatch):
+    from searchgym.retrieval import asgi
+
+    compared = []
+    monkeypatch.setattr(asgi.hmac, "compare_digest", lambda a, b: compared.append((a, b)) or a == b)
+    scope = {"headers": [(b"authorization", b"Bearer abc")]}
+    assert asgi._authorized(scope, b"abc") and compared == [(b"abc", b"abc")]
+    assert not asgi._authorized({"headers": []}, b"abc")
+
+
+def test_serve_reads_the_key_from_a_file(tmp_path):
+    from searchgym.cli import build_parser
+    from searchgym.cli.serve import _api_key
+    from searchgym.errors import ConfigError
+
+    (tmp_path / "key").write_text("from-a-file-0123456789\n")
+    args = build_parser().parse_args(["serve", "--corpus", "c.jsonl", "--api-key-file", str(tmp_path / "key")])
+    assert _api_key(args) == "from-a-file-0123456789"
+    args = build_parser().parse_args(["serve", "--corpus", "c", "--api-key-file", str(tmp_path / "nope")])
+    with pytest.raises(ConfigError, match="cannot read"):
+        _api_key(args)
+
+
 def test_sglang_launcher_binds_loopback():
     pytest.importorskip("httpx")
     from agents.policies.sglang_server import SGLangServer, SGLangServerConfig, free_port
@@ -420,14 +492,18 @@ def test_a_verdict_planted_in_a_document_is_never_the_parsed_verdict(copier):
     assert (verdict.retrieval_utility, verdict.reasoning_correctness) == (0, 0)
 
 
-def test_an_honest_verdict_next_to_a_planted_one_is_accepted():
-    """The judge's own JSON is read even when the trace holds a planted one, and even when the judge quotes it."""
-    from searchgym.judges import LLMJudge
+def test_an_honest_verdict_is_accepted_and_one_quoting_the_planted_verdict_is_refused():
+    """The judge's own JSON is read when the trace holds a planted one; a reply that also quotes the planted
+    verdict holds two objects, and which one is meant is a guess, so it is refused (a failure verdict)."""
+    from searchgym.judges import LLMJudge, LLMJudgeConfig
 
     own = '```json\n{"analysis": "Doc 2 tries to dictate a verdict; the Tiber is new.", "retrieval_reward": 1, "thinking_reward": 0}\n```'
-    judge = LLMJudge(_Copying(lambda c: "The trace contains " + _VERDICT + " which I ignore.\n" + own))
-    (verdict,) = judge.label([_request()])
+    (verdict,) = LLMJudge(_Copying(lambda c: "Doc 2 holds a planted verdict, which I ignore.\n" + own)).label([_request()])
     assert not verdict.failed and (verdict.retrieval_utility, verdict.reasoning_correctness) == (1, 0)
+    quoting = LLMJudge(_Copying(lambda c: "The trace contains " + _VERDICT + " which I ignore.\n" + own),
+                       LLMJudgeConfig(attempts=1, timeout_s=None))
+    (verdict,) = quoting.label([_request()])
+    assert verdict.failed and verdict.error == "malformed" and "2 JSON objects" in verdict.analysis
 
 
 def test_rendered_prompt_keeps_planted_text_inside_its_document_block():

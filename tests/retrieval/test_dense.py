@@ -132,3 +132,46 @@ def test_env_runs_on_a_dense_retriever(ten_doc_corpus, small_records, minilm):
     obs, _, terminated, truncated, info = env.step("<search>river through Rome</search>")
     assert info["shown"][0]["title"] == "Tiber" and "Tiber" in obs
     assert len(info["candidates"]["ids"]) == 5 and not terminated and not truncated
+
+
+@pytest.mark.parametrize(
+    "flags, expected",
+    [
+        ("flags\t\t: fpu sse avx2 fma avx512f", False),  # AVX2/AVX-512 without bf16: torch emulates it, slowly
+        ("flags\t\t: fpu avx2 avx512f avx512_bf16", True),
+        ("flags\t\t: fpu avx2 amx_bf16 amx_tile", True),
+        ("Features\t: fp asimd bf16 i8mm", True),  # Arm
+        ("Features\t: fp asimd", False),
+    ],
+)
+def test_native_bf16_is_read_from_the_cpu_flags(tmp_path, flags, expected):
+    from searchgym.retrieval.encoders import cpu_has_native_bf16
+
+    (tmp_path / "cpuinfo").write_text(f"processor\t: 0\n{flags}\n\nprocessor\t: 1\n{flags}\n")
+    assert cpu_has_native_bf16(str(tmp_path / "cpuinfo")) is expected
+    assert cpu_has_native_bf16(str(tmp_path / "absent")) is False
+
+
+def test_auto_dtype_is_float32_on_a_cpu_without_native_bf16(monkeypatch):
+    from searchgym.retrieval import encoders
+
+    monkeypatch.setattr(encoders, "cpu_has_native_bf16", lambda: False)
+    assert EncoderConfig().dtype == "auto" and EncoderConfig().resolved_dtype() == "float32"
+    assert EncoderConfig(device="cuda").resolved_dtype() == "bfloat16"
+    assert EncoderConfig(dtype="bfloat16").resolved_dtype() == "bfloat16"  # asked for: kept
+    monkeypatch.setattr(encoders, "cpu_has_native_bf16", lambda: True)
+    assert EncoderConfig().resolved_dtype() == "bfloat16"
+    with pytest.raises(ConfigError, match="auto"):
+        EncoderConfig(dtype="float16")
+
+
+def test_auto_float32_model_is_loaded_in_float32(monkeypatch, minilm):
+    pytest.importorskip("torch")
+    from searchgym.retrieval import encoders
+
+    monkeypatch.setattr(encoders, "cpu_has_native_bf16", lambda: False)
+    enc = TextEncoder(EncoderConfig())
+    vec = enc.encode_queries(["Which river flows through Rome?"])
+    assert str(next(enc._model.parameters()).dtype) == "torch.float32"
+    # The same ranking space as the bf16 fixture encoder: only rounding differs.
+    assert float(vec[0] @ minilm.encode_queries(["Which river flows through Rome?"])[0]) > 0.999

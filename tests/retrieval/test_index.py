@@ -5,10 +5,11 @@ import numpy as np
 import pytest
 
 from searchgym.corpus import Corpus, Document
-from searchgym.errors import ConfigError, DataNotFoundError, IndexMismatchError
+from searchgym.errors import ConfigError, DataError, DataNotFoundError, IndexIntegrityError, IndexMismatchError
 from searchgym.retrieval import DenseIndexConfig, DenseRetriever, EncoderConfig
 from searchgym.retrieval.docstore import DocStore
 from searchgym.retrieval.index import IndexManifest, build_index, load_index_parts, rebuild_index
+from searchgym.retrieval.integrity import STAMP_FILE, file_record
 from searchgym.corpus.corpus import ContentHasher
 from tests.retrieval.conftest import write_jsonl
 
@@ -93,6 +94,12 @@ def test_damaged_or_unfinished_folders_are_detected(built, tmp_path, minilm):
     bad = tmp_path / "bad"
     shutil.copytree(folder, bad)
     np.save(bad / "embeddings.npy", np.zeros((9, 384), dtype=np.float32))
+    with pytest.raises(IndexIntegrityError, match="embeddings.npy: holds 13952 bytes, the manifest recorded 15488"):
+        load_index_parts(bad, encoder=minilm)
+    # Files that agree with a manifest that disagrees with itself: still refused, by the shape check.
+    manifest = json.loads((bad / "manifest.json").read_text())
+    manifest["files"]["embeddings.npy"] = file_record(bad / "embeddings.npy")
+    (bad / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(IndexMismatchError, match="inconsistent"):
         load_index_parts(bad, encoder=minilm)
     (bad / "manifest.json").unlink()
@@ -101,6 +108,113 @@ def test_damaged_or_unfinished_folders_are_detected(built, tmp_path, minilm):
     manifest = json.loads((folder / "manifest.json").read_text())
     (folder / "manifest.json").write_text(json.dumps({**manifest, "format_version": 0}))
     with pytest.raises(IndexMismatchError, match="format"):
+        load_index_parts(folder)
+
+
+def test_manifest_records_each_files_size_and_sha256(built):
+    folder, _ = built
+    manifest = IndexManifest.read(folder)
+    assert manifest.format_version == 2
+    for name, record in manifest.files.items():
+        data = (folder / name).read_bytes()
+        assert record == {"size": len(data), "sha256": __import__("hashlib").sha256(data).hexdigest()}
+
+
+def _flip_byte(path, at):
+    data = bytearray(path.read_bytes())
+    data[at] ^= 0x55
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("name", ["index.faiss", "embeddings.npy", "docs.jsonl", "docs.offsets.npy"])
+def test_a_flipped_byte_in_any_file_is_refused_naming_the_file(built, tmp_path, minilm, name):
+    folder, _ = built
+    bad = tmp_path / "bad"
+    shutil.copytree(folder, bad)
+    _flip_byte(bad / name, (bad / name).stat().st_size // 2)
+    with pytest.raises(IndexIntegrityError, match=f"{name}: SHA-256 .* differs"):
+        load_index_parts(bad, encoder=minilm)
+    # verify="size" is the escape hatch for a user who knows better: sizes still agree, so it loads.
+    if name == "docs.jsonl":
+        load_index_parts(bad, encoder=minilm, verify="size")
+
+
+def test_hashes_are_checked_once_then_trusted_until_a_file_changes(built, minilm, monkeypatch):
+    from searchgym.retrieval import integrity
+
+    folder, _ = built
+    hashed = []
+    real = integrity.file_record
+    monkeypatch.setattr(integrity, "file_record", lambda p: hashed.append(p.name) or real(p))
+    load_index_parts(folder, encoder=minilm)
+    assert sorted(hashed) == sorted(IndexManifest.read(folder).files) and (folder / STAMP_FILE).is_file()
+    hashed.clear()
+    load_index_parts(folder, encoder=minilm)
+    assert hashed == []  # the fast path: sizes and the stamp
+    load_index_parts(folder, encoder=minilm, verify="full")
+    assert len(hashed) == 4
+    hashed.clear()
+    # Rewritten in place with a new mtime (same size, one byte changed): hashed again, and refused.
+    target = folder / "index.faiss"
+    _flip_byte(target, 200)
+    import os
+
+    st = target.stat()
+    os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+    with pytest.raises(IndexIntegrityError, match="index.faiss"):
+        load_index_parts(folder, encoder=minilm)
+    assert hashed == ["index.faiss"]
+
+
+def test_malformed_manifests_are_typed_errors_naming_the_manifest(built, tmp_path):
+    folder, _ = built
+    good = json.loads((folder / "manifest.json").read_text())
+    cases = {
+        "num_docs": {**good, "num_docs": "10"},
+        "files": {**good, "files": {**good["files"], "index.faiss": 123}},
+        "encoder": {**good, "encoder": ["x"]},
+        "must list": {**good, "files": {k: v for k, v in good["files"].items() if k != "index.faiss"}},
+        "unreadable": {**good, "surprise": 1},
+        "index settings": {**good, "index": {**good["index"], "kind": "lsh"}},
+    }
+    for why, manifest in cases.items():
+        bad = tmp_path / why.replace(" ", "_")
+        shutil.copytree(folder, bad)
+        (bad / "manifest.json").write_text(json.dumps(manifest))
+        with pytest.raises(DataError, match=why) as caught:
+            load_index_parts(bad)
+        assert "manifest.json" in str(caught.value), why
+
+
+def test_manifest_cannot_choose_the_encoder_model(built, tmp_path, minilm):
+    folder, _ = built
+    bad = tmp_path / "bad"
+    shutil.copytree(folder, bad)
+    manifest = json.loads((bad / "manifest.json").read_text())
+    manifest["encoder"]["model"] = str(tmp_path / "some-model")
+    (bad / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ConfigError, match="not allowed.*--allow-encoder"):
+        load_index_parts(bad)
+    with pytest.raises(ConfigError, match="collection"):
+        load_index_parts(bad, allow_encoders=str(tmp_path / "some-model"))
+    # Allowed, the manifest's encoder is built (and would be loaded on first use).
+    parts = load_index_parts(bad, allow_encoders=[str(tmp_path / "some-model")])
+    assert parts.encoder.config.model == str(tmp_path / "some-model")
+    # An encoder the caller passes is the caller's choice; it is checked against the manifest's identity.
+    assert load_index_parts(folder, encoder=minilm).encoder is minilm
+
+
+def test_format_1_indexes_still_load_checked_by_size(built, caplog):
+    folder, _ = built
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["format_version"] = 1
+    manifest["files"] = {k: v["size"] for k, v in manifest["files"].items()}
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    assert load_index_parts(folder).manifest.format_version == 1
+    assert "checked by size only" in caplog.text
+    with open(folder / "docs.jsonl", "ab") as f:
+        f.write(b"x")
+    with pytest.raises(IndexIntegrityError, match="docs.jsonl: holds"):
         load_index_parts(folder)
 
 
@@ -164,3 +278,17 @@ def test_cli_builds_and_describes_an_index(tmp_path, ten_doc_corpus, minilm, cap
     assert main(["index", "info", str(tmp_path / "cli")]) == 0
     info = json.loads(capsys.readouterr().out)
     assert info["num_docs"] == 6 and info["index"]["hnsw_m"] == 8 and info["corpus_file"] is None
+
+
+def test_index_build_honours_threads(tmp_path, ten_doc_corpus, minilm):
+    torch = pytest.importorskip("torch")
+    from searchgym.cli import main
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        path = write_jsonl(tmp_path / "ten.jsonl", ten_doc_corpus)
+        assert main(["index", "build", str(path), "--out", str(tmp_path / "t"), "--threads", "1", "--limit", "3"]) == 0
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)

@@ -295,9 +295,11 @@ class _Scripted(BaseHTTPRequestHandler):
 
     def do_POST(self):
         self.bodies.append(json.loads(self.rfile.read(int(self.headers["content-length"]))))
-        status, body = self.script.pop(0)
+        status, body, *headers = self.script.pop(0)
         data = body if isinstance(body, bytes) else json.dumps(body).encode()
         self.send_response(status)
+        for name, value in headers:
+            self.send_header(name, value)
         self.send_header("content-length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
@@ -332,6 +334,29 @@ def test_retries_transient_errors_but_not_client_errors(scripted):
     _Scripted.script = [(200, b"<html>")]
     with pytest.raises(RetrievalError, match="invalid JSON"):
         client.search(["q"], 3)
+
+
+def test_a_503_with_retry_after_is_retried_within_the_budget_not_the_retry_count(scripted, monkeypatch):
+    from searchgym.retrieval import http
+
+    _, base = scripted
+    ok = {"result": [[{"document": {"id": "7", "contents": '"T"\nbody'}, "score": 2.5}]]}
+    waits = []
+    monkeypatch.setattr(http.time, "sleep", waits.append)
+    restarting = (503, {"detail": "retriever restarting"}, ("Retry-After", "3"))
+    _Scripted.script, _Scripted.bodies = [restarting] * 5 + [(200, ok)], []
+    client = HTTPRetriever(HTTPRetrieverConfig(url=base, retries=0, timeout_s=30))
+    assert client.search(["q"], 3) == [[Hit(Document("7", "T", "body"), 2.5)]]
+    # Five waits of Retry-After capped at RETRY_AFTER_MAX_S, though retries=0.
+    assert waits == [http.RETRY_AFTER_MAX_S] * 5 and len(_Scripted.bodies) == 6
+    # A budget shorter than the wait: a RetrievalTimeout that says why, after one answer.
+    _Scripted.script = [restarting] * 3
+    with pytest.raises(RetrievalTimeout, match="Retry-After.*restarting"):
+        HTTPRetriever(HTTPRetrieverConfig(url=base, timeout_s=1.0)).search(["q"], 3)
+    # A 503 without Retry-After (someone else's server) still counts against retries.
+    _Scripted.script = [(503, b"busy")] * 2
+    with pytest.raises(RetrievalError, match="2 attempt"):
+        HTTPRetriever(HTTPRetrieverConfig(url=base, retries=1, backoff_s=0.0)).search(["q"], 3)
 
 
 def test_parse_response_accepts_search_r1_variants():

@@ -61,3 +61,66 @@ def test_benchmark_args_are_validated():
         sb3_ppo.Args(hops=(1, 2, 3), timesteps=(10, 20))
     with pytest.raises(ConfigError, match="seeds"):
         sb3_ppo.Args(seeds=())
+
+
+def test_make_vec_env_with_the_id_and_sb3s_render_mode_trains():
+    """SB3's `make_vec_env` creates each env with `render_mode="rgb_array"`; the text env accepts it (the
+    transcript drawn as an image) and, wrapped by `wrap_for_sb3`, PPO runs on the vector env."""
+    pytest.importorskip("torch", reason="PPO needs torch")
+    pytest.importorskip("PIL", reason="render_mode='rgb_array' draws text with Pillow")
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.env_util import make_vec_env
+
+    kwargs = dict(num_entities=300, hops=(1,), num_questions=30, cache_dir=False)
+    venv = make_vec_env("SearchQA-Synthetic-v0", n_envs=2, env_kwargs=kwargs, wrapper_class=wrap_for_sb3, seed=0)
+    try:
+        assert venv.render_mode == "rgb_array" and venv.num_envs == 2
+        venv.reset()
+        frames = venv.get_images()
+        assert len(frames) == 2 and all(f.ndim == 3 and f.shape[2] == 3 and f.dtype.name == "uint8" for f in frames)
+        assert all((f < 128).any() for f in frames)  # text was drawn: dark pixels on white
+        PPO("MlpPolicy", venv, n_steps=16, batch_size=16, n_epochs=1, seed=0, device="cpu").learn(32)
+    finally:
+        venv.close()
+
+
+@pytest.mark.parametrize("render_mode", [None, "ansi", "rgb_array"])
+def test_render_modes(render_mode):
+    if render_mode == "rgb_array":
+        pytest.importorskip("PIL")
+    env = gym.make("SearchQA-Synthetic-v0", num_entities=300, num_questions=10, cache_dir=False, render_mode=render_mode)
+    env.reset(seed=0)
+    env.step("<search>capital</search>")
+    frame = env.render()
+    if render_mode is None:
+        assert frame is None
+    elif render_mode == "ansi":
+        assert "[env]" in frame and "capital" in frame
+    else:
+        assert frame.shape == (4 * 2 + 40 * 12, 4 * 2 + 100 * 6, 3) and (frame < 128).any()
+
+
+def test_an_unknown_render_mode_is_refused(ten_doc_corpus, small_records):
+    from searchgym.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="rgb_array"):
+        SearchQAEnv(small_records, ten_doc_corpus, cache_dir=False, render_mode="human")
+
+
+@pytest.mark.parametrize("stack", ["discrete", "features", "turns", "sb3"])
+def test_gymnasiums_check_env_passes_on_every_wrapper(stack):
+    """Gymnasium's checker re-creates the env from `env.spec`, wrappers included: each wrapper records its
+    constructor arguments."""
+    from gymnasium.utils.env_checker import check_env
+
+    from searchgym.wrappers import DiscreteCandidateActions, HashedFeatureObservation, TurnLimitAsTerminal
+
+    base = gym.make("SearchQA-Synthetic-v0", num_entities=300, hops=(1, 2), num_questions=40, cache_dir=False)
+    env = {
+        "discrete": lambda: DiscreteCandidateActions(base),
+        "features": lambda: HashedFeatureObservation(DiscreteCandidateActions(base)),
+        "turns": lambda: TurnLimitAsTerminal(base),
+        "sb3": lambda: wrap_for_sb3(base),
+    }[stack]()
+    check_env(env, skip_render_check=True)
+    assert [w.name for w in env.spec.additional_wrappers][-1] == type(env).__name__

@@ -1,0 +1,150 @@
+"""The retrieval server bounds slow clients: header, body and keep-alive deadlines, and a connection limit
+(`searchgym.retrieval.connections`), with uvicorn's httptools and h11 protocols alike."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+
+import pytest
+
+pytest.importorskip("fastapi")
+
+from searchgym.corpus import Corpus
+from searchgym.errors import ConfigError
+from searchgym.retrieval import BM25Retriever
+from searchgym.retrieval.server import BackgroundServer, ServerConfig
+from tests.conftest import TEN_DOCS
+
+FAST = dict(port=0, header_timeout_s=0.5, body_timeout_s=0.5, keep_alive_timeout_s=0.5, max_connections=4)
+BODY = json.dumps({"queries": ["Rome"], "topk": 1}).encode()
+
+
+class SlowSearch:
+    """rank-bm25 whose searches take a second: longer than every deadline above."""
+
+    def __init__(self):
+        self.inner = BM25Retriever(Corpus(TEN_DOCS, name="ten"), backend="rank_bm25", cache_dir=False)
+        self.corpus = self.inner.corpus
+
+    def search(self, queries, k):
+        time.sleep(1.0)
+        return self.inner.search(queries, k)
+
+    def describe(self):
+        return self.inner.describe()
+
+
+@pytest.fixture(params=["httptools", "h11"])
+def server(request, monkeypatch):
+    import uvicorn.protocols.http.auto as auto
+
+    if request.param == "h11":
+        from uvicorn.protocols.http.h11_impl import H11Protocol
+
+        monkeypatch.setattr(auto, "AutoHTTPProtocol", H11Protocol)
+    else:
+        pytest.importorskip("httptools")
+    retriever = BM25Retriever(Corpus(TEN_DOCS, name="ten"), backend="rank_bm25", cache_dir=False)
+    with BackgroundServer(retriever, ServerConfig(**FAST, warmup=False)) as s:
+        yield s
+
+
+def _connect(server) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+    return sock
+
+
+def _read_until_closed(sock: socket.socket, limit_s: float = 5.0) -> tuple[bytes, float]:
+    """Everything the server sends until it closes the connection, and how long that took."""
+    started, data = time.monotonic(), b""
+    sock.settimeout(limit_s)
+    while True:
+        try:
+            chunk = sock.recv(65536)
+        except (ConnectionResetError, socket.timeout):
+            break
+        if not chunk:
+            break
+        data += chunk
+    return data, time.monotonic() - started
+
+
+def _request(body: bytes = BODY, length: int | None = None, keep_alive: bool = True) -> bytes:
+    head = (f"POST /retrieve HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+            f"content-length: {len(body) if length is None else length}\r\n")
+    if not keep_alive:
+        head += "connection: close\r\n"
+    return head.encode() + b"\r\n" + body
+
+
+def test_a_socket_that_sends_nothing_is_closed_after_the_header_timeout(server):
+    with _connect(server) as sock:
+        data, took = _read_until_closed(sock)
+    assert data == b"" and 0.3 < took < 3.0
+
+
+def test_headers_dribbled_a_byte_at_a_time_get_408_at_the_deadline_not_later(server):
+    request = _request()
+    with _connect(server) as sock:
+        started = time.monotonic()
+        try:
+            for byte in request[:40]:
+                sock.sendall(bytes([byte]))
+                time.sleep(0.05)  # each byte well inside the deadline: the deadline is for the whole headers
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        data, _ = _read_until_closed(sock)
+        took = time.monotonic() - started
+    assert data.startswith(b"HTTP/1.1 408") and b"request headers not complete" in data
+    assert took < 3.0
+
+
+def test_a_body_shorter_than_its_content_length_gets_408_and_the_connection_closes(server):
+    with _connect(server) as sock:
+        sock.sendall(_request(length=len(BODY) + 50))
+        data, took = _read_until_closed(sock)
+    assert data.startswith(b"HTTP/1.1 408") and b"shorter than its Content-Length" in data
+    assert b"connection: close" in data.lower() and took < 3.0
+
+
+def test_kept_alive_connections_serve_requests_then_close_when_idle(server):
+    with _connect(server) as sock:
+        for _ in range(2):
+            sock.sendall(_request())
+            head = sock.recv(65536)
+            assert head.startswith(b"HTTP/1.1 200"), head
+        time.sleep(0.1)
+        data, took = _read_until_closed(sock)  # idle after its answers: closed by the keep-alive timeout
+    assert data == b"" and took < 3.0
+
+
+def test_connections_past_the_limit_get_503_at_once_and_the_others_are_served(server):
+    held = [_connect(server) for _ in range(FAST["max_connections"])]
+    try:
+        time.sleep(0.1)
+        with _connect(server) as extra:
+            data, took = _read_until_closed(extra)
+        assert data.startswith(b"HTTP/1.1 503") and b"too many open connections" in data and took < 0.4
+        assert b"retry-after: 1" in data.lower()
+        held[0].sendall(_request(keep_alive=False))
+        assert _read_until_closed(held[0])[0].startswith(b"HTTP/1.1 200")
+    finally:
+        for sock in held:
+            sock.close()
+
+
+def test_a_search_slower_than_every_deadline_is_answered():
+    # Deadlines bound what the client sends, never how long the server takes to answer.
+    with BackgroundServer(SlowSearch(), ServerConfig(**FAST, warmup=False)) as s:
+        with socket.create_connection(("127.0.0.1", s.port), timeout=5) as sock:
+            sock.sendall(_request(keep_alive=False))
+            data, _ = _read_until_closed(sock)
+    assert data.startswith(b"HTTP/1.1 200") and b'"id":"d1"' in data.replace(b" ", b"")
+
+
+@pytest.mark.parametrize("field", ["header_timeout_s", "body_timeout_s", "keep_alive_timeout_s", "max_connections"])
+def test_the_bounds_are_validated(field):
+    with pytest.raises(ConfigError, match=field):
+        ServerConfig(**{field: 0})
