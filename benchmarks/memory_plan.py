@@ -58,7 +58,9 @@ class ModelShape:
         if min(self.hidden, self.layers, self.heads, self.kv_heads, self.head_dim, self.intermediate, self.vocab) < 1:
             raise ConfigError(f"shape {self.name}: every size must be >= 1")
         if self.heads % self.kv_heads:
-            raise ConfigError(f"shape {self.name}: heads ({self.heads}) must be a multiple of kv_heads ({self.kv_heads})")
+            raise ConfigError(
+                f"shape {self.name}: heads ({self.heads}) must be a multiple of kv_heads ({self.kv_heads})"
+            )
         if self.family not in ("qwen2", "qwen3"):
             raise ConfigError(f"shape {self.name}: family must be qwen2 or qwen3, got {self.family!r}")
 
@@ -101,9 +103,16 @@ class ModelShape:
     def hf_config(self, layers: int | None = None) -> Any:
         from transformers import Qwen2Config, Qwen3Config
 
-        common = dict(hidden_size=self.hidden, num_hidden_layers=layers or self.layers, num_attention_heads=self.heads,
-                      num_key_value_heads=self.kv_heads, intermediate_size=self.intermediate, vocab_size=self.vocab,
-                      tie_word_embeddings=self.tied, max_position_embeddings=32768)
+        common = {
+            "hidden_size": self.hidden,
+            "num_hidden_layers": layers or self.layers,
+            "num_attention_heads": self.heads,
+            "num_key_value_heads": self.kv_heads,
+            "intermediate_size": self.intermediate,
+            "vocab_size": self.vocab,
+            "tie_word_embeddings": self.tied,
+            "max_position_embeddings": 32768,
+        }
         if self.family == "qwen2":
             return Qwen2Config(**common)
         return Qwen3Config(head_dim=self.head_dim, **common)
@@ -113,11 +122,55 @@ class ModelShape:
 SHAPES = {
     s.name: s
     for s in (
-        ModelShape("qwen2.5-0.5b", "qwen2", hidden=896, layers=24, heads=14, kv_heads=2, head_dim=64, intermediate=4864, vocab=151936, tied=True),
-        ModelShape("qwen3-1.7b", "qwen3", hidden=2048, layers=28, heads=16, kv_heads=8, head_dim=128, intermediate=6144, vocab=151936, tied=True),
-        ModelShape("qwen3-8b", "qwen3", hidden=4096, layers=36, heads=32, kv_heads=8, head_dim=128, intermediate=12288, vocab=151936, tied=False),
+        ModelShape(
+            "qwen2.5-0.5b",
+            "qwen2",
+            hidden=896,
+            layers=24,
+            heads=14,
+            kv_heads=2,
+            head_dim=64,
+            intermediate=4864,
+            vocab=151936,
+            tied=True,
+        ),
+        ModelShape(
+            "qwen3-1.7b",
+            "qwen3",
+            hidden=2048,
+            layers=28,
+            heads=16,
+            kv_heads=8,
+            head_dim=128,
+            intermediate=6144,
+            vocab=151936,
+            tied=True,
+        ),
+        ModelShape(
+            "qwen3-8b",
+            "qwen3",
+            hidden=4096,
+            layers=36,
+            heads=32,
+            kv_heads=8,
+            head_dim=128,
+            intermediate=12288,
+            vocab=151936,
+            tied=False,
+        ),
         # Not a real model: small enough for the tests and a CPU smoke run.
-        ModelShape("tiny", "qwen3", hidden=64, layers=2, heads=4, kv_heads=2, head_dim=16, intermediate=128, vocab=512, tied=True),
+        ModelShape(
+            "tiny",
+            "qwen3",
+            hidden=64,
+            layers=2,
+            heads=4,
+            kv_heads=2,
+            head_dim=16,
+            intermediate=128,
+            vocab=512,
+            tied=True,
+        ),
     )
 }
 PAPER_SHAPES = ("qwen2.5-0.5b", "qwen3-1.7b", "qwen3-8b")
@@ -126,7 +179,9 @@ LOGIT_BYTES = 2 + 4 + 4
 """Per token and vocabulary entry: the bf16 logits, their fp32 copy and the fp32 log-softmax."""
 
 
-def estimate(shape: ModelShape, *, gpus: int, strategy: Literal["ddp", "fsdp2"], tokens: int, gpu_gb: float) -> dict[str, Any]:
+def estimate(
+    shape: ModelShape, *, gpus: int, strategy: Literal["ddp", "fsdp2"], tokens: int, gpu_gb: float
+) -> dict[str, Any]:
     """GB per GPU, with activations of one micro-batch of `tokens` on each GPU, with and without
     checkpointing. FSDP2 also holds the bf16 gather of the unit in use and the one prefetched, and the
     fp32 gradient of one unit before its reduce-scatter (a unit: a decoder layer, or the embeddings)."""
@@ -144,9 +199,18 @@ def estimate(shape: ModelShape, *, gpus: int, strategy: Literal["ddp", "fsdp2"],
     # Checkpointing keeps each layer's bf16 input, and recomputes one layer at a time in backward.
     act_ckpt = tokens * shape.layers * 2 * shape.hidden + tokens * per_layer + logits
     row = {
-        "label": "estimated", "shape": shape.name, "params_b": p / 1e9, "gpus": gpus, "strategy": strategy, "tokens": tokens,
-        "weights_gb": 4 * p / share / GB, "grads_gb": 4 * p / share / GB, "optimizer_gb": 8 * p / share / GB,
-        "gather_gb": gather / GB, "activations_gb": act_full / GB, "activations_ckpt_gb": act_ckpt / GB,
+        "label": "estimated",
+        "shape": shape.name,
+        "params_b": p / 1e9,
+        "gpus": gpus,
+        "strategy": strategy,
+        "tokens": tokens,
+        "weights_gb": 4 * p / share / GB,
+        "grads_gb": 4 * p / share / GB,
+        "optimizer_gb": 8 * p / share / GB,
+        "gather_gb": gather / GB,
+        "activations_gb": act_full / GB,
+        "activations_ckpt_gb": act_ckpt / GB,
     }
     states = row["weights_gb"] + row["grads_gb"] + row["optimizer_gb"] + row["gather_gb"]
     row["total_gb"] = states + row["activations_gb"]
@@ -159,8 +223,12 @@ def estimate(shape: ModelShape, *, gpus: int, strategy: Literal["ddp", "fsdp2"],
 
 
 def plan(shapes: list[ModelShape], *, gpu_counts: tuple[int, ...], tokens: int, gpu_gb: float) -> list[dict[str, Any]]:
-    return [estimate(s, gpus=n, strategy=st, tokens=tokens, gpu_gb=gpu_gb)
-            for s in shapes for n in gpu_counts for st in ("ddp", "fsdp2")]
+    return [
+        estimate(s, gpus=n, strategy=st, tokens=tokens, gpu_gb=gpu_gb)
+        for s in shapes
+        for n in gpu_counts
+        for st in ("ddp", "fsdp2")
+    ]
 
 
 @dataclass(frozen=True)
@@ -272,11 +340,20 @@ def measure(shape: ModelShape, config: MeasureConfig) -> dict[str, Any]:
     decode = _decode(model, shape, c) if c.decode_new else None
     name = shape.name if c.layers is None else f"{shape.name}[{c.layers} layers]"
     return {
-        "label": "measured", "shape": name, "params_b": sum(p.numel() for p in model.parameters()) / 1e9,
-        "device": torch.cuda.get_device_name(device) if cuda else "cpu", "dtype": c.dtype, "tokens": c.tokens,
-        "seq_len": c.seq_len, "checkpointing": c.checkpointing, "peak_gb": peak / GB,
+        "label": "measured",
+        "shape": name,
+        "params_b": sum(p.numel() for p in model.parameters()) / 1e9,
+        "device": torch.cuda.get_device_name(device) if cuda else "cpu",
+        "dtype": c.dtype,
+        "tokens": c.tokens,
+        "seq_len": c.seq_len,
+        "checkpointing": c.checkpointing,
+        "peak_gb": peak / GB,
         "peak_kind": "cuda max_memory_allocated" if cuda else "process RSS growth",
-        "update_tokens_per_s": c.tokens / update_s, "update_s": update_s, "loss_first": first, "loss_last": last,
+        "update_tokens_per_s": c.tokens / update_s,
+        "update_s": update_s,
+        "loss_first": first,
+        "loss_last": last,
         "decode_tokens_per_s": decode,
         "decode": f"batch {c.decode_batch}, prompt {c.decode_prompt}, {c.decode_new} new, greedy",
     }
@@ -290,9 +367,15 @@ def _decode(model: Any, shape: ModelShape, c: MeasureConfig) -> float:
     ids = torch.randint(0, shape.vocab, (c.decode_batch, c.decode_prompt), device=model.device)
     with torch.no_grad():
         # min_new_tokens: a random model may sample EOS at once; every row decodes the full budget.
-        gen = dict(max_new_tokens=c.decode_new, min_new_tokens=c.decode_new, do_sample=False, pad_token_id=0)
-        model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=2, min_new_tokens=2,
-                       do_sample=False, pad_token_id=0)  # warm-up: kernels and caches
+        gen = {"max_new_tokens": c.decode_new, "min_new_tokens": c.decode_new, "do_sample": False, "pad_token_id": 0}
+        model.generate(
+            input_ids=ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=2,
+            min_new_tokens=2,
+            do_sample=False,
+            pad_token_id=0,
+        )  # warm-up: kernels and caches
         if model.device.type == "cuda":
             torch.cuda.synchronize(model.device)
         start = time.perf_counter()
@@ -304,23 +387,74 @@ def _decode(model: Any, shape: ModelShape, c: MeasureConfig) -> float:
     return new / seconds
 
 
+def _md(cells: list[Any]) -> str:
+    return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
 def table(estimates: list[dict[str, Any]], measured: list[dict[str, Any]], gpu_gb: float) -> str:
-    lines = [f"estimated, GB per GPU of {gpu_gb:g} GB (fp32 weights, grads, Adam; activations of one micro-batch)",
-             "| shape | params | GPUs | strategy | weights | grads | Adam | gather | activations (ckpt) | total (ckpt) | fits (ckpt) | left (ckpt) |",
-             "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |"]
+    head = [
+        "shape",
+        "params",
+        "GPUs",
+        "strategy",
+        "weights",
+        "grads",
+        "Adam",
+        "gather",
+        "activations (ckpt)",
+        "total (ckpt)",
+        "fits (ckpt)",
+        "left (ckpt)",
+    ]
+    lines = [
+        f"estimated, GB per GPU of {gpu_gb:g} GB (fp32 weights, grads, Adam; activations of one micro-batch)",
+        _md(head),
+        _md(["---", "---:", "---:", "---", *["---:"] * 6, "---", "---:"]),
+    ]
     for r in estimates:
         lines.append(
-            f"| {r['shape']} | {r['params_b']:.2f}B | {r['gpus']} | {r['strategy']} | {r['weights_gb']:.1f} | {r['grads_gb']:.1f} | "
-            f"{r['optimizer_gb']:.1f} | {r['gather_gb']:.1f} | {r['activations_gb']:.1f} ({r['activations_ckpt_gb']:.1f}) | "
-            f"{r['total_gb']:.1f} ({r['total_ckpt_gb']:.1f}) | {'yes' if r['fits'] else 'no'} ({'yes' if r['fits_ckpt'] else 'no'}) | {r['left_ckpt_gb']:.1f} |")
+            _md(
+                [
+                    r["shape"],
+                    f"{r['params_b']:.2f}B",
+                    r["gpus"],
+                    r["strategy"],
+                    *(f"{r[k]:.1f}" for k in ("weights_gb", "grads_gb", "optimizer_gb", "gather_gb")),
+                    f"{r['activations_gb']:.1f} ({r['activations_ckpt_gb']:.1f})",
+                    f"{r['total_gb']:.1f} ({r['total_ckpt_gb']:.1f})",
+                    f"{_yes(r['fits'])} ({_yes(r['fits_ckpt'])})",
+                    f"{r['left_ckpt_gb']:.1f}",
+                ]
+            )
+        )
     if measured:
-        lines += ["", "measured (random weights, one device)",
-                  "| shape | device | dtype | tokens | ckpt | peak GB | update tokens/s | decode tokens/s |",
-                  "| --- | --- | --- | ---: | --- | ---: | ---: | ---: |"]
+        head = ["shape", "device", "dtype", "tokens", "ckpt", "peak GB", "update tokens/s", "decode tokens/s"]
+        lines += [
+            "",
+            "measured (random weights, one device)",
+            _md(head),
+            _md(["---"] * 3 + ["---:", "---"] + ["---:"] * 3),
+        ]
         for r in measured:
             decode = f"{r['decode_tokens_per_s']:.0f}" if r["decode_tokens_per_s"] is not None else "-"
-            lines.append(f"| {r['shape']} | {r['device']} | {r['dtype']} | {r['tokens']} | {'yes' if r['checkpointing'] else 'no'} | "
-                         f"{r['peak_gb']:.2f} | {r['update_tokens_per_s']:.0f} | {decode} |")
+            lines.append(
+                _md(
+                    [
+                        r["shape"],
+                        r["device"],
+                        r["dtype"],
+                        r["tokens"],
+                        _yes(r["checkpointing"]),
+                        f"{r['peak_gb']:.2f}",
+                        f"{r['update_tokens_per_s']:.0f}",
+                        decode,
+                    ]
+                )
+            )
     return "\n".join(lines)
 
 
@@ -329,11 +463,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shapes", nargs="+", choices=list(SHAPES), default=list(PAPER_SHAPES))
     p.add_argument("--gpus", nargs="+", type=int, default=[1, 2, 8], help="GPU counts to estimate for")
     p.add_argument("--gpu-gb", type=float, default=80.0)
-    p.add_argument("--tokens", type=int, default=8192, help="tokens per micro-batch per GPU (default: the GPU preset's "
-                   "4 trajectories x 2,048 tokens)")
-    p.add_argument("--device", default=None, help="measure on this device (cuda, cuda:1, cpu); estimates only when absent")
+    p.add_argument(
+        "--tokens",
+        type=int,
+        default=8192,
+        help="tokens per micro-batch per GPU (default: the GPU preset's 4 trajectories x 2,048 tokens)",
+    )
+    p.add_argument(
+        "--device", default=None, help="measure on this device (cuda, cuda:1, cpu); estimates only when absent"
+    )
     p.add_argument("--seq-len", type=int, default=2048)
-    p.add_argument("--dtype", choices=["bf16", "fp32"], default=None, help="measured update dtype (default: bf16 on cuda, fp32 on cpu)")
+    p.add_argument(
+        "--dtype",
+        choices=["bf16", "fp32"],
+        default=None,
+        help="measured update dtype (default: bf16 on cuda, fp32 on cpu)",
+    )
     p.add_argument("--checkpointing", choices=["both", "off", "on"], default="both")
     p.add_argument("--steps", type=int, default=2)
     p.add_argument("--layers", type=int, default=None, help="measure a reduced-layer model with this many layers")
@@ -346,9 +491,17 @@ def main(argv: list[str] | None = None) -> int:
     estimates = plan(shapes, gpu_counts=tuple(args.gpus), tokens=args.tokens, gpu_gb=args.gpu_gb)
     measured: list[dict[str, Any]] = []
     if args.device:
-        base = MeasureConfig(device=args.device, tokens=args.tokens, seq_len=args.seq_len, steps=args.steps, layers=args.layers,
-                             dtype=args.dtype or ("fp32" if args.device == "cpu" else "bf16"), decode_batch=args.decode_batch,
-                             decode_prompt=args.decode_prompt, decode_new=args.decode_new)
+        base = MeasureConfig(
+            device=args.device,
+            tokens=args.tokens,
+            seq_len=args.seq_len,
+            steps=args.steps,
+            layers=args.layers,
+            dtype=args.dtype or ("fp32" if args.device == "cpu" else "bf16"),
+            decode_batch=args.decode_batch,
+            decode_prompt=args.decode_prompt,
+            decode_new=args.decode_new,
+        )
         modes = {"both": (False, True), "off": (False,), "on": (True,)}[args.checkpointing]
         for shape in shapes:
             for i, ckpt in enumerate(modes):
@@ -360,7 +513,9 @@ def main(argv: list[str] | None = None) -> int:
     print(table(estimates, measured, args.gpu_gb))
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps({"shapes": [asdict(s) for s in shapes], "estimated": estimates, "measured": measured}, indent=1))
+        args.out.write_text(
+            json.dumps({"shapes": [asdict(s) for s in shapes], "estimated": estimates, "measured": measured}, indent=1)
+        )
     return 0
 
 

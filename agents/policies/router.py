@@ -79,7 +79,8 @@ class RouterPolicy:
         self.config = config or RouterPolicyConfig()
         c = self.config
         self.router = SGLangPolicy(
-            SGLangPolicyConfig(url=c.url, tokenizer=c.tokenizer, http=c.http, max_concurrency=c.max_concurrency), tokenizer=tokenizer
+            SGLangPolicyConfig(url=c.url, tokenizer=c.tokenizer, http=c.http, max_concurrency=c.max_concurrency),
+            tokenizer=tokenizer,
         )
         self.tokenizer = self.router.tokenizer
         self.removed: list[str] = []
@@ -104,11 +105,15 @@ class RouterPolicy:
         """The workers the router routes to now (`GET /workers`)."""
         answer = self.router.client.request("GET", "/workers")
         try:
-            return [RouterWorker(id=str(w["id"]), url=str(w["url"]).rstrip("/"), healthy=bool(w.get("is_healthy", True)))
-                    for w in answer["workers"]]
+            return [
+                RouterWorker(id=str(w["id"]), url=str(w["url"]).rstrip("/"), healthy=bool(w.get("is_healthy", True)))
+                for w in answer["workers"]
+            ]
         except (KeyError, TypeError) as e:
-            raise BackendError(f"GET {self.config.url}/workers did not list workers with id and url (is this an "
-                               f"sglang-router?): {str(answer)[:300]}") from e
+            raise BackendError(
+                f"GET {self.config.url}/workers did not list workers with id and url (is this an "
+                f"sglang-router?): {str(answer)[:300]}"
+            ) from e
 
     @property
     def members(self) -> list[SGLangPolicy]:
@@ -136,9 +141,11 @@ class RouterPolicy:
             expected = str(self._version)
             stale = {c.meta.get("weight_version") for g in groups for c in g} - {expected, None}
             if stale:
-                raise BackendError(f"a worker behind the router at {self.config.url} sampled with weight version(s) "
-                                   f"{sorted(stale)}, expected {expected!r}: was a worker added or restarted since the "
-                                   "last push? Push the weights again before sampling.")
+                raise BackendError(
+                    f"a worker behind the router at {self.config.url} sampled with weight version(s) "
+                    f"{sorted(stale)}, expected {expected!r}: was a worker added or restarted since the "
+                    "last push? Push the weights again before sampling."
+                )
         return groups
 
     # -- weights ----------------------------------------------------------------------------------------
@@ -180,8 +187,15 @@ class RouterPolicy:
         if failed:
             detail = "; ".join(f"{w.url}: {why}" for w, why in failed)
             if self.config.on_stale_worker == "raise" or len(failed) == len(listed):
-                raise BackendError(f"weight version {target} did not reach every worker of the router at {self.config.url}: {detail}")
-            logger.warning("removing %d worker(s) from the router that did not take weight version %d: %s", len(failed), target, detail)
+                raise BackendError(
+                    f"weight version {target} did not reach every worker of the router at {self.config.url}: {detail}"
+                )
+            logger.warning(
+                "removing %d worker(s) from the router that did not take weight version %d: %s",
+                len(failed),
+                target,
+                detail,
+            )
             for worker, _ in failed:
                 self._remove(worker)
         self._version = target
@@ -196,8 +210,10 @@ class RouterPolicy:
         deadline = time.monotonic() + self.config.removal_wait_s
         while any(w.id == worker.id for w in self.workers()):
             if time.monotonic() > deadline:
-                raise BackendError(f"the router at {self.config.url} still lists {worker.url} {self.config.removal_wait_s}s after "
-                                   "its removal; it may serve rollouts with old weights")
+                raise BackendError(
+                    f"the router at {self.config.url} still lists {worker.url} {self.config.removal_wait_s}s after "
+                    "its removal; it may serve rollouts with old weights"
+                )
             time.sleep(0.1)
 
     @property
@@ -205,4 +221,9 @@ class RouterPolicy:
         return self._version
 
     def describe(self) -> dict[str, Any]:
-        return {"policy": "sglang-router", "url": self.config.url, "weight_version": self._version, "removed": list(self.removed)}
+        return {
+            "policy": "sglang-router",
+            "url": self.config.url,
+            "weight_version": self._version,
+            "removed": list(self.removed),
+        }

@@ -51,13 +51,33 @@ class SGLangRouter(SGLangServer):
 
     def __init__(self, config: SGLangRouterConfig):
         self.router_config = config
-        super().__init__(SGLangServerConfig(
-            model_path="sglang-router", host=config.host, port=config.port, python=config.python,
-            module="sglang_router.launch_router", extra_args=config.extra_args, startup_timeout_s=config.startup_timeout_s,
-            stop_timeout_s=config.stop_timeout_s, log_path=config.log_path,
-        ))
+        super().__init__(
+            SGLangServerConfig(
+                model_path="sglang-router",
+                host=config.host,
+                port=config.port,
+                python=config.python,
+                module="sglang_router.launch_router",
+                extra_args=config.extra_args,
+                startup_timeout_s=config.startup_timeout_s,
+                stop_timeout_s=config.stop_timeout_s,
+                log_path=config.log_path,
+            )
+        )
 
     def command(self) -> list[str]:
         c = self.router_config
-        return [c.python, "-m", "sglang_router.launch_router", "--host", c.host, "--port", str(self.port),
-                "--worker-urls", *c.worker_urls, "--policy", c.policy, *c.extra_args]
+        return [
+            c.python,
+            "-m",
+            "sglang_router.launch_router",
+            "--host",
+            c.host,
+            "--port",
+            str(self.port),
+            "--worker-urls",
+            *c.worker_urls,
+            "--policy",
+            c.policy,
+            *c.extra_args,
+        ]

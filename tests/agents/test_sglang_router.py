@@ -35,14 +35,23 @@ def routed(tmp_path):
     if importlib.util.find_spec("sglang_router") is None:
         pytest.skip("sglang-router is not installed (pip install sglang-router)")
     model, tok = build_tiny_model(TinyModelConfig(seed=0))
-    fakes = [FakeSGLang(HFPolicy(build_tiny_model(TinyModelConfig(seed=0))[0], tok, config=HFPolicyConfig(seed=s)),
-                        model_path="tiny", tokenizer_path=None) for s in (0, 1)]
+    fakes = [
+        FakeSGLang(
+            HFPolicy(build_tiny_model(TinyModelConfig(seed=0))[0], tok, config=HFPolicyConfig(seed=s)),
+            model_path="tiny",
+            tokenizer_path=None,
+        )
+        for s in (0, 1)
+    ]
     for f in fakes:
         f.__enter__()
     # Round robin so that the spread is certain; health checks rarely, so that rerouting is the router's
     # retry on a refused connection, not a health check that happened to run first.
-    config = SGLangRouterConfig(worker_urls=tuple(f.url for f in fakes), policy="round_robin",
-                                extra_args=("--health-check-interval-secs", "300", "--log-level", "warn"))
+    config = SGLangRouterConfig(
+        worker_urls=tuple(f.url for f in fakes),
+        policy="round_robin",
+        extra_args=("--health-check-interval-secs", "300", "--log-level", "warn"),
+    )
     router = SGLangRouter(config)
     try:
         router.start()
@@ -117,8 +126,10 @@ def test_a_dead_worker_is_routed_around_and_dropped_by_the_next_push(routed, tmp
 
 
 def test_raise_mode_names_the_worker_that_missed_the_push(routed, tmp_path):
-    policy, (alive, dead), tok, _ = routed
-    strict = RouterPolicy(RouterPolicyConfig(url=policy.config.url, http=ONE_TRY, on_stale_worker="raise"), tokenizer=tok)
+    policy, (_, dead), tok, _ = routed
+    strict = RouterPolicy(
+        RouterPolicyConfig(url=policy.config.url, http=ONE_TRY, on_stale_worker="raise"), tokenizer=tok
+    )
     try:
         dead.__exit__()
         new_model, _ = build_tiny_model(TinyModelConfig(seed=3))

@@ -46,7 +46,8 @@ def test_sharding_divides_the_states_and_checkpointing_cuts_activations():
     # The point: an 8B update does not fit one 80 GB GPU under DDP, and does sharded over 8.
     assert not ddp["fits_ckpt"] and fsdp["fits_ckpt"]
     assert estimate(shape, gpus=8, strategy="fsdp2", tokens=16384, gpu_gb=80)["activations_gb"] == pytest.approx(
-        2 * fsdp["activations_gb"])
+        2 * fsdp["activations_gb"]
+    )
     assert len(plan([shape], gpu_counts=(1, 2, 8), tokens=8192, gpu_gb=80)) == 6
     with pytest.raises(ConfigError):
         estimate(shape, gpus=0, strategy="ddp", tokens=1, gpu_gb=80)
@@ -54,20 +55,28 @@ def test_sharding_divides_the_states_and_checkpointing_cuts_activations():
 
 def test_bad_shapes_and_measure_configs_are_refused():
     with pytest.raises(ConfigError, match="kv_heads"):
-        ModelShape("x", "qwen3", hidden=8, layers=1, heads=3, kv_heads=2, head_dim=4, intermediate=8, vocab=8, tied=True)
+        ModelShape(
+            "x", "qwen3", hidden=8, layers=1, heads=3, kv_heads=2, head_dim=4, intermediate=8, vocab=8, tied=True
+        )
     with pytest.raises(ConfigError, match="multiple of seq_len"):
         MeasureConfig(tokens=100, seq_len=64)
 
 
 def test_cpu_measurement_of_a_tiny_and_a_reduced_layer_model():
-    config = MeasureConfig(device="cpu", dtype="fp32", tokens=64, seq_len=32, steps=1, decode_batch=2, decode_prompt=8, decode_new=4)
+    config = MeasureConfig(
+        device="cpu", dtype="fp32", tokens=64, seq_len=32, steps=1, decode_batch=2, decode_prompt=8, decode_new=4
+    )
     row = measure(SHAPES["tiny"], config)
     assert row["label"] == "measured" and row["params_b"] * 1e9 == pytest.approx(SHAPES["tiny"].params())
     assert row["update_tokens_per_s"] > 0 and row["decode_tokens_per_s"] > 0 and row["peak_gb"] >= 0
     # Random tokens under a random model: the loss is near log(vocab).
     assert abs(row["loss_first"] - math.log(SHAPES["tiny"].vocab)) < 1.0 and math.isfinite(row["loss_last"])
-    reduced = measure(SHAPES["tiny"], MeasureConfig(device="cpu", dtype="fp32", tokens=16, seq_len=16, steps=1, layers=1,
-                                                     decode_new=0, checkpointing=True))
+    reduced = measure(
+        SHAPES["tiny"],
+        MeasureConfig(
+            device="cpu", dtype="fp32", tokens=16, seq_len=16, steps=1, layers=1, decode_new=0, checkpointing=True
+        ),
+    )
     one_layer = SHAPES["tiny"].layer_params() + SHAPES["tiny"].embedding_params()
     assert reduced["shape"] == "tiny[1 layers]" and reduced["params_b"] * 1e9 == pytest.approx(one_layer)
     assert reduced["decode_tokens_per_s"] is None and reduced["checkpointing"] is True
@@ -75,8 +84,33 @@ def test_cpu_measurement_of_a_tiny_and_a_reduced_layer_model():
 
 def test_the_command_prints_one_table_and_writes_json(tmp_path, capsys):
     out = tmp_path / "plan.json"
-    assert main(["--shapes", "tiny", "--device", "cpu", "--tokens", "32", "--seq-len", "16", "--steps", "1",
-                 "--checkpointing", "on", "--decode-batch", "1", "--decode-prompt", "4", "--decode-new", "2", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "--shapes",
+                "tiny",
+                "--device",
+                "cpu",
+                "--tokens",
+                "32",
+                "--seq-len",
+                "16",
+                "--steps",
+                "1",
+                "--checkpointing",
+                "on",
+                "--decode-batch",
+                "1",
+                "--decode-prompt",
+                "4",
+                "--decode-new",
+                "2",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert "estimated" in printed and "measured" in printed
     data = json.loads(out.read_text())
