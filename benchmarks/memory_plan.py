@@ -304,8 +304,11 @@ def measure(shape: ModelShape, config: MeasureConfig) -> dict[str, Any]:
     rss = None if cuda else _PeakRSS()
     with rss if rss is not None else contextlib.nullcontext():
         with device:  # initialise on the device: no host copy of a multi-GB model
-            model = AutoModelForCausalLM.from_config(hf, dtype=dtype)
-        if next(model.parameters()).dtype != dtype:  # transformers before 4.56 ignores `dtype`
+            try:
+                model = AutoModelForCausalLM.from_config(hf, dtype=dtype)
+            except TypeError:  # transformers before 4.56 names it torch_dtype
+                model = AutoModelForCausalLM.from_config(hf, torch_dtype=dtype)
+        if next(model.parameters()).dtype != dtype:
             model.to(dtype)
         if c.checkpointing:
             kwargs = {"use_reentrant": False}
