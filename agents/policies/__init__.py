@@ -2,6 +2,8 @@
 
 - `HFPolicy`: transformers, in-process.
 - `SGLangPolicy`: an SGLang server's native API, with weight sync; `SGLangServer` starts one.
+- `RouterPolicy`: rollouts through SGLang's router, weight pushes to each of its workers;
+  `SGLangRouter` starts a router.
 - `FanOutPolicy`: one policy over several that serve the same weights (e.g. SGLang servers).
 - `OpenAIPolicy`: an OpenAI-compatible chat API (evaluation only; not a `Policy`).
 
@@ -18,6 +20,8 @@ if TYPE_CHECKING:
     from agents.policies.fanout import FanOutPolicy
     from agents.policies.hf import HFPolicy, HFPolicyConfig
     from agents.policies.openai_chat import OpenAIPolicy, OpenAIPolicyConfig
+    from agents.policies.router import RouterPolicy, RouterPolicyConfig
+    from agents.policies.router_server import SGLangRouter, SGLangRouterConfig
     from agents.policies.sglang import SGLangPolicy, SGLangPolicyConfig
     from agents.policies.sglang_server import SGLangServer, SGLangServerConfig
 
@@ -29,6 +33,10 @@ _LAZY = {
     "SGLangPolicyConfig": "agents.policies.sglang",
     "SGLangServer": "agents.policies.sglang_server",
     "SGLangServerConfig": "agents.policies.sglang_server",
+    "RouterPolicy": "agents.policies.router",
+    "RouterPolicyConfig": "agents.policies.router",
+    "SGLangRouter": "agents.policies.router_server",
+    "SGLangRouterConfig": "agents.policies.router_server",
     "OpenAIPolicy": "agents.policies.openai_chat",
     "OpenAIPolicyConfig": "agents.policies.openai_chat",
 }
@@ -41,8 +49,12 @@ __all__ = [
     "OpenAIPolicy",
     "OpenAIPolicyConfig",
     "Policy",
+    "RouterPolicy",
+    "RouterPolicyConfig",
     "SGLangPolicy",
     "SGLangPolicyConfig",
+    "SGLangRouter",
+    "SGLangRouterConfig",
     "SGLangServer",
     "SGLangServerConfig",
     "SamplingParams",

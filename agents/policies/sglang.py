@@ -207,9 +207,11 @@ class SGLangPolicy:
 
     # -- weights ----------------------------------------------------------------------------------------
 
-    def load_weights(self, path: str | Path) -> None:
-        """Have the server load the checkpoint folder `path` (it must see the same file system)."""
-        self._version += 1
+    def load_weights(self, path: str | Path, *, version: int | None = None) -> None:
+        """Have the server load the checkpoint folder `path` (it must see the same file system). `version`
+        tags the update (default: one more than the last); a router client sets it so that every worker,
+        including one added later, reports the same version."""
+        self._version = self._version + 1 if version is None else version
         with self._paused():
             answer = self.client.request(
                 "POST",
@@ -221,8 +223,9 @@ class SGLangPolicy:
             self._check_success(answer, "update_weights_from_disk")
         logger.info("server at %s loaded %s (weight version %d)", self.config.url, path, self._version)
 
-    def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
-        """Send tensors through shared memory (same host only), bracketed by begin/end_weight_update."""
+    def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]], *, version: int | None = None) -> None:
+        """Send tensors through shared memory (same host only), bracketed by begin/end_weight_update.
+        `version` as in `load_weights`."""
         try:
             from sglang.srt.utils import MultiprocessingSerializer
         except ImportError as e:
@@ -244,7 +247,7 @@ class SGLangPolicy:
             blob = MultiprocessingSerializer.serialize(named, output_str=True)
         finally:
             tmp.set_sharing_strategy(strategy)
-        self._version += 1
+        self._version = self._version + 1 if version is None else version
         with self._paused():
             self._check_success(self.client.request("POST", "/begin_weight_update", {}, timeout_s=self.config.update_timeout_s, retries=0), "begin_weight_update")
             try:

@@ -1,0 +1,83 @@
+"""Starting and stopping SGLang's router (`python -m sglang_router.launch_router`, from the
+`sglang-router` package) in front of running SGLang servers, bound to loopback by default.
+
+>>> urls = ("http://127.0.0.1:30001", "http://127.0.0.1:30002")
+>>> with SGLangRouter(SGLangRouterConfig(worker_urls=urls)) as router:  # doctest: +SKIP
+...     policy = RouterPolicy(RouterPolicyConfig(url=router.url))
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Literal
+
+from agents.policies.sglang_server import SGLangServer, SGLangServerConfig
+from searchgym.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class SGLangRouterConfig:
+    """One router process."""
+
+    worker_urls: tuple[str, ...]
+    """The SGLang servers to route to (more can be added later with `POST /workers`)."""
+    policy: Literal["cache_aware", "round_robin", "random", "power_of_two"] = "cache_aware"
+    """How the router picks a worker; cache_aware sends requests that share a prefix to one worker."""
+    host: str = "127.0.0.1"
+    port: int = 0
+    """0 picks a free port."""
+    python: str = sys.executable
+    """The interpreter whose environment has sglang-router installed."""
+    extra_args: tuple[str, ...] = ()
+    """More `launch_router` flags, e.g. `("--health-check-interval-secs", "5")`."""
+    startup_timeout_s: float = 60.0
+    stop_timeout_s: float = 10.0
+    log_path: str | None = None
+    """Where the router's output goes (default: a temporary file deleted by `stop`)."""
+
+    def __post_init__(self) -> None:
+        if not self.worker_urls:
+            raise ConfigError("the router needs at least one worker url")
+        bad = [u for u in self.worker_urls if not u.startswith(("http://", "https://"))]
+        if bad:
+            raise ConfigError(f"worker urls must start with http:// or https://, got {bad}")
+        if self.policy not in ("cache_aware", "round_robin", "random", "power_of_two"):
+            raise ConfigError(f"policy must be cache_aware, round_robin, random or power_of_two, got {self.policy!r}")
+
+
+class SGLangRouter(SGLangServer):
+    """A router process this object started and stops; it is ready when its `/health` answers."""
+
+    def __init__(self, config: SGLangRouterConfig):
+        self.router_config = config
+        super().__init__(
+            SGLangServerConfig(
+                model_path="sglang-router",
+                host=config.host,
+                port=config.port,
+                python=config.python,
+                module="sglang_router.launch_router",
+                extra_args=config.extra_args,
+                startup_timeout_s=config.startup_timeout_s,
+                stop_timeout_s=config.stop_timeout_s,
+                log_path=config.log_path,
+            )
+        )
+
+    def command(self) -> list[str]:
+        c = self.router_config
+        return [
+            c.python,
+            "-m",
+            "sglang_router.launch_router",
+            "--host",
+            c.host,
+            "--port",
+            str(self.port),
+            "--worker-urls",
+            *c.worker_urls,
+            "--policy",
+            c.policy,
+            *c.extra_args,
+        ]
