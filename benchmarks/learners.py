@@ -84,12 +84,19 @@ class Preset:
     weight_sync: str = "disk"
     device: str = "cpu"
     """Where the update runs."""
+    gradient_checkpointing: bool = False
+    """Recompute activations in the update's backward pass (`OptimConfig.gradient_checkpointing`)."""
+    max_batch_rows: int = 64
+    """Rows the in-process policy decodes together (`RolloutConfig.max_batch_rows`)."""
 
 
 PRESETS = {
     # Sized for 2 CPU cores and ~15 minutes per seed: few, small steps; the table reports what that budget buys.
     # lr 1e-5: at 2e-6 three updates left every learner sampling token-identical rollouts (same seed).
-    "cpu": Preset("smollm2-135m", 1000, (1,), 4, 3, 2, 4, 20, 64, 256, 1, 1e-5, SHORT_TEMPLATE),
+    # Checkpointing: the update's peak RSS 6.7 -> 4.2 GB for ~9% more update time; 64 rows: sampled tok/s
+    # still rises from batch 8 to 32 (89 -> 155 tok/s), so a step's 8 rows and an eval's 20 go in one chunk
+    # (`python -m benchmarks.step`, docs/learners.md "Speed and memory on CPU").
+    "cpu": Preset("smollm2-135m", 1000, (1,), 4, 3, 2, 4, 20, 64, 256, 1, 1e-5, SHORT_TEMPLATE, gradient_checkpointing=True, max_batch_rows=64),
     # A random 2-layer model: checks the whole pipeline in seconds (the tests run it); learns nothing.
     "tiny": Preset("tiny", 300, (1,), 1, 1, 2, 2, 4, 16, 64, 1, 1e-4, SHORT_TEMPLATE),
     # One 80 GB GPU shared by an SGLang server and the update (documented in docs/learners.md with its
@@ -190,8 +197,9 @@ def _run_seed(preset: Preset, learners: list[str], steps: int, seed: int, out: P
             seed=seed, out_dir=str(out / run), resume=False, checkpoint_every=0, device=backend.get("device", "cpu"),
             env=EnvConfig(num_entities=preset.num_entities, hops=preset.hops, top_k=preset.top_k, options=env_options),
             rollout=RolloutConfig(group_size=preset.group, max_turn_tokens=preset.max_turn_tokens,
-                                  max_response_tokens=preset.max_response_tokens, **backend.get("rollout", {})),
-            optim=OptimConfig(lr=preset.lr, cold_start_steps=cold_start_steps))
+                                  max_response_tokens=preset.max_response_tokens, max_batch_rows=preset.max_batch_rows,
+                                  **backend.get("rollout", {})),
+            optim=OptimConfig(lr=preset.lr, cold_start_steps=cold_start_steps, gradient_checkpointing=preset.gradient_checkpointing))
 
     t0 = time.perf_counter()
     starter = _load(Trainer, config("grpo", preset.model, "cold_start", cold_start_steps=preset.cold_start_steps), "base policy",

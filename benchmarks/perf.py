@@ -6,8 +6,10 @@ Runs, in order, with the settings each issue names (use `--quick` for smaller si
 2. `benchmarks.judge_overhead`: env step time with GoldJudge and entity matching vs without.
 3. `benchmarks.retrieval`: build time, memory, queries/s and latency per retriever, in-process vs server.
 4. `benchmarks.rollout_overhead`: the rollout engine vs bare `generate` for the same tokens (SmolLM2).
+5. `benchmarks.step`: one RL step of the CPU preset's shape, new path vs old; the decode bound; the
+   update's peak RSS.
 
-    python -m benchmarks.perf [--quick] [--only bm25 judge retrieval rollout]
+    python -m benchmarks.perf [--quick] [--only bm25 judge retrieval rollout step]
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ SUITE = {
     "judge": ("benchmarks.judge_overhead", [], ["--passages", "20000", "--questions", "100", "--repeats", "3"]),
     "retrieval": ("benchmarks.retrieval", [], ["--synthetic-passages", "20000", "--skip", "recall"]),
     "rollout": ("benchmarks.rollout_overhead", [], ["--batch", "4", "--repeats", "1"]),
+    "step": ("benchmarks.step", [], ["--steps", "1"]),
 }
 
 

@@ -45,6 +45,16 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+def enable_activation_checkpointing(model) -> None:
+    """Recompute each decoder layer's activations in the backward pass (`OptimConfig.gradient_checkpointing`).
+    Non-reentrant: works when the inputs need no grad (frozen embeddings, LoRA) and under DDP's no_sync."""
+    kwargs = {"use_reentrant": False}
+    if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5.2x; the older name warns there
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+
+
 def with_lora(model, rank: int):
     from peft import LoraConfig, get_peft_model
 

@@ -88,8 +88,7 @@ class Trainer:
             self.model = setup.with_lora(self.model, config.optim.lora_rank)
         self.model.train()
         if config.optim.gradient_checkpointing:
-            # Non-reentrant: works when the inputs need no grad, and under DDP's no_sync.
-            self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            setup.enable_activation_checkpointing(self.model)
         self.policy = HFPolicy(self.model, self.tokenizer, config=HFPolicyConfig(
             model=config.model, seed=config.seed, reuse_kv=config.rollout.reuse_kv, max_batch_rows=config.rollout.max_batch_rows))
         self.rollout_policy = setup.rollout_policy(config, self.policy, self.tokenizer, self.rank)

@@ -87,7 +87,7 @@ def add_parser(subparsers) -> None:
     )
     b.add_argument("--overwrite", action="store_true", help="replace an existing folder")
     b.add_argument("--threads", type=int, default=None,
-                   help="CPU threads for encoding and FAISS (default: torch's and FAISS's own, all cores)")
+                   help="CPU threads for encoding and FAISS (default: the physical cores this process may use)")
     b.set_defaults(func=_build)
 
     r = sub.add_parser(
@@ -109,11 +109,10 @@ def add_parser(subparsers) -> None:
 def _build(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from searchgym.cli.serve import set_threads
     from searchgym.retrieval.index import build_index
+    from searchgym.threads import set_threads
 
-    if args.threads is not None:
-        set_threads(args.threads)
+    set_threads(args.threads)
     total = args.total if args.limit is None else min(args.limit, args.total or args.limit)
     with tqdm(total=total, unit="doc", desc="embedding", dynamic_ncols=True) as bar:
 

@@ -168,17 +168,8 @@ def _check_threads(n: int) -> None:
 
 
 def set_threads(n: int) -> None:
-    """Limit torch (query encoding) and FAISS (OpenMP search) to `n` threads, where installed."""
+    """Limit torch (query encoding), FAISS (OpenMP search), numba (BM25) and BLAS to `n` threads."""
     _check_threads(n)
-    try:
-        import torch
+    from searchgym.threads import set_threads as apply
 
-        torch.set_num_threads(n)
-    except ImportError:
-        pass
-    try:
-        import faiss
-
-        faiss.omp_set_num_threads(n)
-    except ImportError:
-        pass
+    apply(n)
