@@ -117,8 +117,10 @@ class HFPolicy:
         kept = [self._kept.match(p) for p in prompts] if self.config.reuse_kv else [None] * len(prompts)
         results: list[list[Completion]] = [[] for _ in prompts]
         left: list[KeptRow] = []
-        # Sorting by what each prompt still has to prefill, then by length, keeps padding small.
-        order = sorted(range(len(prompts)), key=lambda i: (len(prompts[i]) - (len(kept[i].ids) if kept[i] else 0), len(prompts[i])))
+        # Sorting by length before chunking keeps left padding small. The order does not depend on the kept
+        # rows: each row's place in the batch decides which random numbers it samples with, so reusing rows
+        # must not change it (with reuse on or off, a seed gives the same tokens).
+        order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
         per_chunk = max(1, self.config.max_batch_rows // params.n)
         was_training = self.model.training
         self.model.eval()

@@ -21,7 +21,7 @@ def _rollouts(tiny, make_env, reuse: bool, temperature: float, max_batch_rows: i
     policy = HFPolicy(model, tok, config=HFPolicyConfig(seed=0, reuse_kv=reuse, max_batch_rows=max_batch_rows))
     config = RolloutConfig(group_size=3, temperature=temperature, max_turn_tokens=10, max_response_tokens=400, seed=4)
     engine = RolloutEngine(policy, make_env(max_turns=3), config)
-    return engine.rollout([{"options": {"index": 0}}, {"options": {"index": 2}}]), policy
+    return engine.rollout([{"options": {"index": i}} for i in (0, 2, 1)]), policy
 
 
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
@@ -118,3 +118,24 @@ def test_growing_layer_matches_transformers_dynamic_layer():
     columns = torch.tensor([0, 5, 79])
     kk, vv = grow.row(1, columns)
     assert torch.equal(kk, plain.keys[1][:, columns]) and torch.equal(vv, plain.values[1][:, columns])
+
+
+def test_a_seed_samples_the_same_tokens_with_and_without_kept_rows(tiny):
+    """A row's place in the batch decides which random numbers it samples with: kept rows must not reorder
+    the batch. Here the shorter second-turn prompt has more new tokens to prefill than the longer one."""
+    model, tok = tiny
+    short = tok.encode("Rome?", add_special_tokens=False)
+    long = tok.encode("Which river flows through the old city of Rome, past the castle and the bridges?", add_special_tokens=False)
+    first = SamplingParams(temperature=1.0, max_new_tokens=3, stop_token_ids=(), seed=5)
+    then = SamplingParams(temperature=1.0, max_new_tokens=8, stop_token_ids=(), seed=6)
+    outs = {}
+    for reuse in (True, False):
+        policy = HFPolicy(model, tok, config=HFPolicyConfig(seed=0, reuse_kv=reuse))
+        a, b = (g[0].token_ids for g in policy.generate([short, long], first))
+        following = [short + a + tok.encode(" <information> rivers and castles </information>",
+                                            add_special_tokens=False),
+                     long + b + tok.encode(" ok", add_special_tokens=False)]
+        assert len(following[0]) < len(following[1]) and len(following[0]) - len(short) > len(following[1]) - len(long)
+        outs[reuse] = [g[0].token_ids for g in policy.generate(following, then)]
+        assert (policy.stats.reused_tokens > 0) == reuse
+    assert outs[True] == outs[False]
