@@ -93,10 +93,11 @@ class Preset:
 PRESETS = {
     # Sized for 2 CPU cores and ~15 minutes per seed: few, small steps; the table reports what that budget buys.
     # lr 1e-5: at 2e-6 three updates left every learner sampling token-identical rollouts (same seed).
-    # Checkpointing: the update's peak RSS 6.7 -> 4.2 GB for ~9% more update time; 64 rows: sampled tok/s
-    # still rises from batch 8 to 32 (89 -> 155 tok/s), so a step's 8 rows and an eval's 20 go in one chunk
-    # (`python -m benchmarks.step`, docs/learners.md "Speed and memory on CPU").
-    "cpu": Preset("smollm2-135m", 1000, (1,), 4, 3, 2, 4, 20, 64, 256, 1, 1e-5, SHORT_TEMPLATE, gradient_checkpointing=True, max_batch_rows=64),
+    # No activation checkpointing: it lowers the update's peak memory but made the update 25-40% slower here,
+    # and the machine has the memory. 64 rows: sampled tok/s still rises from batch 8 to 32 (79 -> 141 tok/s),
+    # so a step's 8 rows and an eval's 20 go in one chunk (`python -m benchmarks.step`, docs/learners.md
+    # "Speed and memory on CPU").
+    "cpu": Preset("smollm2-135m", 1000, (1,), 4, 3, 2, 4, 20, 64, 256, 1, 1e-5, SHORT_TEMPLATE, gradient_checkpointing=False, max_batch_rows=64),
     # A random 2-layer model: checks the whole pipeline in seconds (the tests run it); learns nothing.
     "tiny": Preset("tiny", 300, (1,), 1, 1, 2, 2, 4, 16, 64, 1, 1e-4, SHORT_TEMPLATE),
     # One 80 GB GPU shared by an SGLang server and the update (documented in docs/learners.md with its
