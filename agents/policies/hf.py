@@ -47,12 +47,17 @@ class HFPolicyConfig:
     of a multi-turn episode) prefills only its new tokens, and grow the cache in place while decoding.
     False: transformers' own `DynamicCache`, every call prefilled from scratch (the older, slower path,
     kept for comparison; the sampled tokens agree within float noise)."""
+    max_kept_gb: float = 2.0
+    """Memory the kept rows of one call may take at most (GB); rows past it are not kept, and their next
+    turn is prefilled in full. SmolLM2-135M keeps ~46 KB a token in float32."""
     seed: int | None = None
     """Seeds the policy's sampler once at construction (a call's `SamplingParams.seed` overrides it)."""
 
     def __post_init__(self) -> None:
         if self.max_batch_rows < 1:
             raise ConfigError(f"max_batch_rows must be >= 1, got {self.max_batch_rows}")
+        if not self.max_kept_gb >= 0:
+            raise ConfigError(f"max_kept_gb must be >= 0, got {self.max_kept_gb}")
 
 
 @dataclass
@@ -117,6 +122,7 @@ class HFPolicy:
         kept = [self._kept.match(p) for p in prompts] if self.config.reuse_kv else [None] * len(prompts)
         results: list[list[Completion]] = [[] for _ in prompts]
         left: list[KeptRow] = []
+        room = [int(self.config.max_kept_gb * 1e9)]  # bytes the rows kept by this call may still take
         # Sorting by length before chunking keeps left padding small. The order does not depend on the kept
         # rows: each row's place in the batch decides which random numbers it samples with, so reusing rows
         # must not change it (with reuse on or off, a seed gives the same tokens).
@@ -127,7 +133,7 @@ class HFPolicy:
         try:
             for start in range(0, len(order), per_chunk):
                 chunk = order[start : start + per_chunk]
-                outs, rows = self._decode([prompts[i] for i in chunk], [budgets[i] for i in chunk], [kept[i] for i in chunk], params, generator)
+                outs, rows = self._decode([prompts[i] for i in chunk], [budgets[i] for i in chunk], [kept[i] for i in chunk], params, generator, room)
                 left += rows
                 for k, i in enumerate(chunk):
                     results[i] = outs[k * params.n : (k + 1) * params.n]
@@ -140,7 +146,8 @@ class HFPolicy:
 
     @torch.inference_mode()
     def _decode(
-        self, prompts: list[list[int]], budgets: list[int], kept: list[KeptRow | None], params: SamplingParams, generator: torch.Generator
+        self, prompts: list[list[int]], budgets: list[int], kept: list[KeptRow | None], params: SamplingParams, generator: torch.Generator,
+        room: list[int],
     ) -> tuple[list[Completion], list[KeptRow]]:
         n, device = params.n, self._device
         cache = growing_cache(self.model) if self.config.reuse_kv else None
@@ -202,6 +209,10 @@ class HFPolicy:
                 for j in done:
                     r = live[j]
                     columns = attn[j].nonzero()[:, 0]
+                    size = sum(2 * layer.keys[j].numel() // layer.keys.shape[-2] * len(columns) * layer.keys.element_size() for layer in cache.layers)
+                    if size > room[0]:
+                        continue  # over the memory budget: this row's next turn is prefilled in full
+                    room[0] -= size
                     kv = [layer.row(j, columns) for layer in cache.layers]
                     left.append(KeptRow(row_prompt[r] + tokens[r][:-1], kv))
             if not keep:

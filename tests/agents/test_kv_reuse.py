@@ -139,3 +139,18 @@ def test_a_seed_samples_the_same_tokens_with_and_without_kept_rows(tiny):
         outs[reuse] = [g[0].token_ids for g in policy.generate(following, then)]
         assert (policy.stats.reused_tokens > 0) == reuse
     assert outs[True] == outs[False]
+
+
+def test_kept_rows_stay_within_their_memory_budget(tiny, make_env):
+    """With no room, no row is kept and every turn is prefilled in full; the rollouts do not change."""
+    model, tok = tiny
+    results = {}
+    for gb in (0.0, 2.0):
+        policy = HFPolicy(model, tok, config=HFPolicyConfig(seed=0, max_kept_gb=gb))
+        engine = RolloutEngine(policy, make_env(max_turns=3), RolloutConfig(group_size=2, temperature=0.0, max_turn_tokens=8,
+                                                                            max_response_tokens=300))
+        trajectories = engine.rollout([{"options": {"index": 0}}, {"options": {"index": 1}}])
+        results[gb] = ([t.token_ids for t in trajectories], policy.stats.reused_tokens, policy._kept.rows)
+    assert results[0.0][1] == 0 and results[0.0][2] == []
+    assert results[2.0][1] > 0
+    assert results[0.0][0] == results[2.0][0]
