@@ -142,7 +142,8 @@ class RankerTrainer:
         if stats.loss_tokens:
             torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], self.ctx.max_grad_norm)
             optimizer.step()
-        scheduler.step()
+            # The warm-up counts the ranker's real updates (a step with no kept group has none).
+            scheduler.step()
         self.policy.mark_updated()
         return {
             "ranker/calls": float(len(calls)), "ranker/groups": float(len(batch.groups)),
