@@ -30,6 +30,7 @@ the start policy and each learner's final policy are also evaluated greedily on 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import math
 import time
@@ -215,6 +216,8 @@ def _run_seed(preset: Preset, learners: list[str], steps: int, seed: int, out: P
     start_eval = _evaluate(starter, "start policy")
     start_hotpotqa = hotpotqa_eval(starter, hotpotqa, preset.eval_questions) if hotpotqa else None
     starter.close()
+    del starter
+    gc.collect()  # see below
     print(f"[start policy] cold-started: test EM {start_eval['eval/em']:.3f}, F1 {start_eval['eval/f1']:.3f}, "
           f"searches/ep {start_eval['eval/searches']:.2f} ({time.perf_counter() - t0:.0f} s)", flush=True)
 
@@ -230,6 +233,10 @@ def _run_seed(preset: Preset, learners: list[str], steps: int, seed: int, out: P
         final = _evaluate(trainer, learner)
         final_hotpotqa = hotpotqa_eval(trainer, hotpotqa, preset.eval_questions) if hotpotqa else None
         trainer.close()
+        # Collected now, not at some later cycle collection: a trainer holds models, optimizer states and kept
+        # KV rows in reference cycles, and the next learner's trainer must not be built beside it.
+        del trainer
+        gc.collect()
         last = history[-1]
         extra = {k: round(v, 3) for k, v in last.items() if k.split("/")[0] in ("cw_grpo", "e_grpo", "ranker")}
         print(f"[{learner}] train reward {history[0]['rollout/reward']:.3f} -> {last['rollout/reward']:.3f}; test EM "
