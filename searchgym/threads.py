@@ -60,12 +60,17 @@ def physical_cores() -> int:
     return max(1, min(len(cores), quota) if quota else len(cores))
 
 
+def check_threads(threads: int | None, what: str = "threads") -> None:
+    """Raise ConfigError unless `threads` is a positive integer or None (the physical cores)."""
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+        raise ConfigError(f"{what} must be a positive integer or None (the physical cores), got {threads!r}")
+
+
 def set_threads(threads: int | None = None) -> int:
     """Limit torch, numba, FAISS and the BLAS libraries (through threadpoolctl) to `threads` threads each
     (None: `physical_cores()`), for those installed. Returns the number applied."""
+    check_threads(threads)
     n = physical_cores() if threads is None else threads
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ConfigError(f"threads must be a positive integer or None (physical cores), got {threads!r}")
     applied = []
     try:
         import torch

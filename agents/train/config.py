@@ -19,6 +19,7 @@ from typing import Any, Literal, get_args
 from agents.learners.grpo import GRPOConfig
 from agents.learners.registry import get_learner, learner_for_config
 from searchgym.errors import ConfigError
+from searchgym.threads import check_threads
 
 RolloutBackend = Literal["hf", "sglang"]
 WeightSync = Literal["disk", "tensors"]
@@ -216,8 +217,7 @@ class TrainConfig:
             if not isinstance(getattr(self, name), kind):
                 raise ConfigError(f"TrainConfig.{name} must be an {kind.__name__}, got {getattr(self, name)!r}")
         _at_least(self, 1, "steps", "questions_per_step")
-        if self.threads is not None and (isinstance(self.threads, bool) or not isinstance(self.threads, int) or self.threads < 1):
-            raise ConfigError(f"threads must be a positive integer or None (the physical cores), got {self.threads!r}")
+        check_threads(self.threads)
         if self.eval_questions < 0 or self.checkpoint_every < 0:
             raise ConfigError("eval_questions and checkpoint_every must be >= 0")
         if self.distributed and spec.second_model is not None:

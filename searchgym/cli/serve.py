@@ -163,8 +163,9 @@ def build_in_process(kind, corpus_path, index_dir, cache_dir, threads, allow_enc
 
 
 def _check_threads(n: int) -> None:
-    if n < 1:
-        raise ConfigError(f"--threads must be >= 1, got {n}")
+    from searchgym.threads import check_threads
+
+    check_threads(n, "--threads")
 
 
 def set_threads(n: int) -> None:
