@@ -20,7 +20,7 @@ import torch
 
 from agents.models import DTypeName, ensure_pad_token, load_model_and_tokenizer
 from agents.policies.base import Completion, SamplingParams, check_budgets, find_stop, resolve_stop_ids
-from agents.policies.kv import KeptRow, KeptRows, growing_cache, weights_fingerprint
+from agents.policies.kv import KeptRow, KeptRows, growing_cache, plain_cache, weights_fingerprint
 from searchgym.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -154,7 +154,7 @@ class HFPolicy:
         reuse = cache is not None
         if not reuse:
             kept = [None] * len(prompts)
-            cache = _plain_cache(self.model)
+            cache = plain_cache(self.model)
         past = [len(k.ids) if k else 0 for k in kept]
         new = [p[c:] for p, c in zip(prompts, past)]
         width_past, width_new = max(past), max(len(x) for x in new)
@@ -303,15 +303,6 @@ class HFPolicy:
             "device": str(self._device),
             "weight_version": self._version,
         }
-
-
-def _plain_cache(model):
-    from transformers import DynamicCache
-
-    try:
-        return DynamicCache(config=model.config)
-    except TypeError:  # transformers < 4.56 builds the cache without a config
-        return DynamicCache()
 
 
 def _stack_kept(kept: list[KeptRow | None], layer: int, width: int, model, device) -> tuple[torch.Tensor | None, torch.Tensor | None]:

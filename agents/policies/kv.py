@@ -22,19 +22,25 @@ from dataclasses import dataclass
 import torch
 
 
+def plain_cache(model):
+    """transformers' own `DynamicCache` for `model` (concatenating per token)."""
+    from transformers import DynamicCache
+
+    try:
+        return DynamicCache(config=model.config)
+    except TypeError:  # transformers < 4.56 builds the cache without a config
+        return DynamicCache()
+
+
 def growing_cache(model) -> object | None:
     """A transformers `DynamicCache` for `model` whose layers grow in place, or None when the model's cache
     is not made only of full-attention `DynamicLayer`s (sliding-window or linear-attention layers: those
     keep transformers' own cache, and no rows are kept between calls)."""
     try:
-        from transformers import DynamicCache
         from transformers.cache_utils import DynamicLayer
     except ImportError:  # pragma: no cover - transformers without the layered cache (< 4.56)
         return None
-    try:
-        cache = DynamicCache(config=model.config)
-    except TypeError:  # pragma: no cover - transformers < 4.56
-        return None
+    cache = plain_cache(model)
     layers = getattr(cache, "layers", None)
     if not layers or any(type(layer) is not DynamicLayer for layer in layers):
         return None
