@@ -224,6 +224,29 @@ def hits_at(order: Sequence[int], relevant: Sequence[bool], ks: Sequence[int] = 
     return [float(any(relevant[i] for i in order[:k])) for k in ks]
 
 
+def ranking_hits(calls: Sequence[RankerCall], golds: Sequence[Sequence[str]], ks: Sequence[int] = (1, 3, 5)) -> dict[str, float]:
+    """Mean Hit@k of the ranker's shown order (`ranker/hit@k`) against the retriever's order of the same
+    candidates (`ranker/retriever_hit@k`), over the calls whose candidates hold a gold answer (the others
+    cannot hit); `ranker/answerable_calls` counts those.
+
+    >>> call = RankerCall("q", ("a", "b", "c"), ("x", "Paris", "y"), order=(1, 0), valid=True)
+    >>> ranking_hits([call], [["Paris"]], ks=(1,))
+    {'ranker/answerable_calls': 1.0, 'ranker/hit@1': 1.0, 'ranker/retriever_hit@1': 0.0}
+    """
+    shown, retriever = [], []
+    for call, gold in zip(calls, golds):
+        relevant = [cover_exact_match(text, gold) > 0 for text in call.candidate_texts]
+        if any(relevant):
+            shown.append(hits_at(call.order, relevant, ks))
+            retriever.append(hits_at(range(len(relevant)), relevant, ks))
+    out = {"ranker/answerable_calls": float(len(shown))}
+    if shown:
+        for j, k in enumerate(ks):
+            out[f"ranker/hit@{k}"] = sum(h[j] for h in shown) / len(shown)
+            out[f"ranker/retriever_hit@{k}"] = sum(h[j] for h in retriever) / len(retriever)
+    return out
+
+
 def ranker_reward(
     *, valid: bool, has_answer: bool, r_rel: float, r_main: float, alpha: float = 0.2, gamma: float = 0.5
 ) -> float:
@@ -343,6 +366,10 @@ class RankerBatch:
     """The kept clusters (call indices)."""
     advantages: dict[int, float]
     """Call index -> GRPO advantage within its cluster, for calls in a kept cluster only."""
+    dropped_small: int = 0
+    """Clusters dropped for having fewer than `min_group_size` calls."""
+    dropped_flat: int = 0
+    """Clusters large enough but dropped because their calls' rewards are all equal (no relative signal)."""
 
 
 def rank_batch(
@@ -365,6 +392,7 @@ def rank_batch(
     keys = (list(questions) if questions is not None else [c.question for c in calls]) if config.group_by_question else None
     clusters = cluster_calls([c.query for c in calls], [s.has_answer for s in scores], config.delta, keys)
     groups = select_groups(clusters, rewards, config.min_group_size)
+    small = sum(len(c) < config.min_group_size for c in clusters)
     members = [i for group in groups for i in group]
     advantages: dict[int, float] = {}
     if members:
@@ -377,7 +405,7 @@ def rank_batch(
             unbiased=config.unbiased_std,
         )
         advantages = dict(zip(members, values.tolist()))
-    return RankerBatch(scores, groups, advantages)
+    return RankerBatch(scores, groups, advantages, dropped_small=small, dropped_flat=len(clusters) - len(groups) - small)
 
 
 def _ranker_trainer(ctx: SecondModelContext) -> SecondModel:

@@ -148,5 +148,6 @@ class RankerTrainer:
         return {
             "ranker/calls": float(len(calls)), "ranker/groups": float(len(batch.groups)),
             "ranker/reward": float(np.mean(targets.rewards)), "ranker/valid_rate": float(np.mean([c.valid for c in calls])),
-            "ranker/loss": stats.loss,
+            "ranker/loss": stats.loss, "ranker/clusters_dropped_small": float(batch.dropped_small),
+            "ranker/clusters_dropped_flat": float(batch.dropped_flat), **cosearch.ranking_hits(calls, golds, c.hit_ks),
         }

@@ -196,12 +196,34 @@ def batch_advantages(trajectories: Sequence[Trajectory], config: CWGRPOConfig) -
     base = grpo_batch_advantages(trajectories, config)
     advantages = []
     contributing = rounds = 0
+    positive: dict[int, list[float]] = {0: [], 1: []}
     for t, outcome in zip(trajectories, base.advantages):
         a = float(outcome[0]) if len(outcome) else 0.0
         advantages.append(token_advantages([t.step_infos], [a], [t.rounds], len(t.token_ids), alpha=config.alpha)[0])
-        p, _ = round_contributions(t.step_infos) if t.step_infos else ([], False)
+        p, answered = round_contributions(t.step_infos) if t.step_infos else ([], False)
         contributing += sum(p)
         rounds += len(p)
+        if a > 0:
+            for label, value in zip(p, round_advantages(a, p, answered=answered, alpha=config.alpha)):
+                positive[label].append(value)
     base.advantages = advantages
     base.metrics["cw_grpo/contributing_round_share"] = contributing / rounds if rounds else 0.0
+    base.metrics.update(positive_round_metrics(positive))
     return base
+
+
+def positive_round_metrics(positive: dict[int, list[float]]) -> dict[str, float]:
+    """The search rounds of trajectories with a positive advantage, split by their contribution label:
+    their mean advantage (`cw_grpo/adv_contributing`, `cw_grpo/adv_other`, present when such rounds exist)
+    and their counts. GRPO would give both the trajectory's advantage; CW-GRPO moves it to the contributing
+    rounds.
+
+    >>> positive_round_metrics({1: [2.0, 1.0], 0: [0.0]})
+    {'cw_grpo/rounds_contributing': 2.0, 'cw_grpo/rounds_other': 1.0, 'cw_grpo/adv_contributing': 1.5, 'cw_grpo/adv_other': 0.0}
+    """
+    out = {"cw_grpo/rounds_contributing": float(len(positive[1])), "cw_grpo/rounds_other": float(len(positive[0]))}
+    if positive[1]:
+        out["cw_grpo/adv_contributing"] = sum(positive[1]) / len(positive[1])
+    if positive[0]:
+        out["cw_grpo/adv_other"] = sum(positive[0]) / len(positive[0])
+    return out

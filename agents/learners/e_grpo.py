@@ -139,6 +139,19 @@ def group_rewards(
     )
 
 
+def signal_from_partial_credit_only(rewards: Sequence[float]) -> bool:
+    """True when a group's E-GRPO rewards differ but its outcome rewards (1 for correct, else 0) would not:
+    the group teaches something only thanks to the partial credit of wrong answers.
+
+    >>> signal_from_partial_credit_only([0.0, 0.3, 0.1])
+    True
+    >>> signal_from_partial_credit_only([1.0, 0.3, 0.0]), signal_from_partial_credit_only([0.0, 0.0])
+    (False, False)
+    """
+    outcome = {r >= 1.0 for r in rewards}
+    return len(outcome) == 1 and max(rewards) != min(rewards)
+
+
 def loss_mask(
     mask: torch.Tensor, overlong: Sequence[bool], format_errors: Sequence[bool], config: EGRPOConfig
 ) -> torch.Tensor:
@@ -157,10 +170,12 @@ def batch_advantages(trajectories: Sequence[Trajectory], config: EGRPOConfig) ->
         by_group.setdefault(t.group, []).append(i)
     rewards = [0.0] * len(trajectories)
     overlong = [t.finish_reason == "over_long" for t in trajectories]
+    partial_only = 0
     for members in by_group.values():
         values = group_rewards([trajectories[i].step_infos for i in members], [overlong[i] for i in members], alpha=config.alpha, reward_key=config.reward_key)
         for i, r in zip(members, values):
             rewards[i] = r
+        partial_only += signal_from_partial_credit_only(values)
     reward_tensor = torch.tensor(rewards, dtype=torch.float64)
     advantages, keep = grpo_advantages(reward_tensor, config, torch.tensor([t.group for t in trajectories]))
     errors = [format_error(t.step_infos) for t in trajectories]
@@ -172,5 +187,6 @@ def batch_advantages(trajectories: Sequence[Trajectory], config: EGRPOConfig) ->
         metrics={
             "e_grpo/entity_rate": sum(entity_rate(t.step_infos) for t in trajectories) / max(len(trajectories), 1),
             "e_grpo/partial_credit_share": sum(0 < r < 1 for r in rewards) / max(len(rewards), 1),
+            "e_grpo/partial_credit_only_groups": partial_only / max(len(by_group), 1),
         },
     )

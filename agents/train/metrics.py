@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from agents.learners.batch import LearnerBatch
 from agents.rollout import rollout_metrics
@@ -36,7 +37,53 @@ def step_rollout_metrics(trajectories, targets: LearnerBatch) -> dict[str, float
         "rollout/entity_rate": float(np.mean(rates)) if rates else 0.0,
         "rollout/sampled_tokens": float(sum(t.num_sampled_tokens for t in trajectories)),
         "rollout/included": float(sum(targets.include)),
+        "signal/zero_advantage_groups": zero_advantage_group_share(trajectories, targets),
     }
+
+
+SIGNALS: dict[str, str] = {
+    "signal/zero_advantage_groups": "zero-adv groups",
+    "rollout/searches_mean": "searches/ep",
+    "rollout/entity_rate": "entity rate",
+    "rollout/end/format_error": "format errors",
+    "rollout/end/over_long": "over-long",
+    "cw_grpo/adv_contributing": "A contributing rounds",
+    "cw_grpo/adv_other": "A other rounds",
+    "e_grpo/partial_credit_only_groups": "partial-credit-only groups",
+    "ranker/valid_rate": "ranker valid",
+    "ranker/hit@1": "ranker Hit@1",
+    "ranker/retriever_hit@1": "retriever Hit@1",
+}
+"""The metrics that say whether a step's rollouts could teach the learner anything, with their short
+labels: the shared ones first, then each learner's own (present only in that learner's steps)."""
+
+
+def signal_summary(metrics: dict[str, float]) -> dict[str, str]:
+    """The signal metrics present in one step's `metrics`, by label, formatted for a progress bar.
+
+    >>> signal_summary({"signal/zero_advantage_groups": 0.5, "ranker/valid_rate": 1.0, "loss/policy": 0.1})
+    {'zero-adv groups': '0.50', 'ranker valid': '1.00'}
+    """
+    return {label: f"{metrics[key]:.2f}" for key, label in SIGNALS.items() if key in metrics and key.startswith(("signal/", "cw_grpo/", "e_grpo/", "ranker/"))}
+
+
+def zero_advantage_group_share(trajectories, targets: LearnerBatch) -> float:
+    """Share of the step's groups that teach nothing: every member's advantage is zero on every token, or
+    the member is left out of the loss (a group of equal rewards under GRPO, a group dropped by dynamic
+    sampling). The rest of the step's rollouts carry the whole gradient.
+
+    >>> import torch
+    >>> from types import SimpleNamespace as T
+    >>> rollouts = [T(group=0), T(group=0), T(group=1), T(group=1)]
+    >>> flat = LearnerBatch([torch.zeros(3), torch.zeros(3), torch.ones(3), -torch.ones(3)], [True] * 4, [1.0, 1.0, 1.0, 0.0])
+    >>> zero_advantage_group_share(rollouts, flat)
+    0.5
+    """
+    silent: dict[int, bool] = {}
+    for t, advantage, included in zip(trajectories, targets.advantages, targets.include):
+        quiet = not included or not bool(torch.count_nonzero(advantage))
+        silent[t.group] = silent.get(t.group, True) and quiet
+    return sum(silent.values()) / len(silent) if silent else 0.0
 
 
 def global_stats(accelerator, local: UpdateStats, total_tokens: float) -> UpdateStats:

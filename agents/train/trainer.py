@@ -49,7 +49,7 @@ from agents.train.checkpoint import load_newest_valid, save_checkpoint
 from agents.train.config import TrainConfig
 from agents.train.distributed import all_reduce_sum, make_accelerator, merge_metrics, shard, sum_gradients
 from agents.train.evaluate import greedy_eval
-from agents.train.metrics import MetricsLog, global_stats, step_rollout_metrics
+from agents.train.metrics import MetricsLog, global_stats, signal_summary, step_rollout_metrics
 from agents.train.sft import cold_start
 from agents.train.sync import WeightSync
 from agents.train.update import UpdateStats, loss_rows, policy_gradient_step
@@ -286,7 +286,8 @@ class Trainer:
             if progress:
                 m = history[-1]
                 steps.set_postfix(reward=f"{m['rollout/reward']:.2f}", em=f"{m['rollout/em']:.2f}", gen=f"{m['time/generate_s']:.0f}s",
-                                  upd=f"{m['time/update_s']:.0f}s", tok_s=f"{m['perf/sampled_tok_s']:.0f}", rss=f"{m['perf/peak_rss_gb']:.1f}G")
+                                  upd=f"{m['time/update_s']:.0f}s", tok_s=f"{m['perf/sampled_tok_s']:.0f}", rss=f"{m['perf/peak_rss_gb']:.1f}G",
+                                  **signal_summary(m))
         if self.config.checkpoint_every == 0:
             self.save()
         return history
