@@ -92,7 +92,8 @@ def _before_after(ax, results: dict[str, Any], learners: list[str]) -> None:
 
 
 def _references(ax, results: dict[str, Any]) -> None:
-    ax.axhline(results["base"]["eval"]["eval/em"], color="0.6", linestyle=":", label="base policy (as released)")
+    if "base" in results:  # a preset may skip the base policy's evaluation
+        ax.axhline(results["base"]["eval"]["eval/em"], color="0.6", linestyle=":", label="base policy (as released)")
     ax.axhline(results["start"]["eval"]["eval/em"], color="C0", linestyle="--", linewidth=0.8, label="cold-started policy")
     ax.set_ylim(-0.05, 1.05)
     ax.set_ylabel("test EM")

@@ -34,13 +34,14 @@ import gc
 import json
 import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
 from agents.train import TrainConfig
 from agents.train.config import EnvConfig, OptimConfig, RolloutConfig
+from agents.train.metrics import SIGNALS
 from benchmarks.curves import plot_curves
 from benchmarks.progress import counting_calls, counting_passes, generation_budget, phase
 
@@ -89,6 +90,17 @@ class Preset:
     """Recompute activations in the update's backward pass (`OptimConfig.gradient_checkpointing`)."""
     max_batch_rows: int = 64
     """Rows the in-process policy decodes together (`RolloutConfig.max_batch_rows`)."""
+    max_turns: int = 3
+    """Env turns per episode (`EnvConfig.max_turns`): a k-hop question needs k searches and an answer."""
+    eval_samples: int = 0
+    """k >= 2 also reports Avg@k (mean EM of k sampled rollouts per eval question, as CW-GRPO reports); it
+    costs k more rollouts per question than the greedy evaluation."""
+    eval_base: bool = True
+    """Also evaluate the model as released (the base policy) before its cold start."""
+    learners: tuple[str, ...] | None = None
+    """The learners a run of the preset trains by default (None: all four)."""
+    seeds: tuple[int, ...] = (0,)
+    """The seeds a run of the preset uses by default."""
 
 
 PRESETS = {
@@ -156,14 +168,19 @@ def _local_model(trainer):
     return trainer.model if trainer.config.rollout.backend == "hf" else None
 
 
-def _evaluate(trainer, what: str) -> dict[str, float]:
-    """`trainer.evaluate()` behind a progress bar of model passes against their upper bound."""
+def _evaluate(trainer, what: str, samples: int = 0) -> tuple[dict[str, float], list[float]]:
+    """`trainer.evaluation()` (greedy, plus Avg@`samples` when >= 2) behind a progress bar of model passes
+    against their upper bound; returns the metrics and each question's greedy EM."""
     c = trainer.config
     rows = getattr(getattr(trainer.rollout_policy, "config", None), "max_batch_rows", None)
     budget = generation_budget(c.eval_questions, c.env.max_turns, c.rollout.max_turn_tokens, rows)
-    with phase(f"[{what}] greedy eval, {c.eval_questions} test questions (model passes, at most)", budget, "pass") as bar, \
+    if samples >= 2:
+        budget += generation_budget(c.eval_questions, c.env.max_turns, c.rollout.max_turn_tokens, max(1, rows // samples) if rows else None)
+    how = f"greedy + Avg@{samples}" if samples >= 2 else "greedy"
+    with phase(f"[{what}] {how} eval, {c.eval_questions} test questions (model passes, at most)", budget, "pass") as bar, \
             counting_passes(_local_model(trainer), bar):
-        return trainer.evaluate()
+        result = trainer.evaluation(samples=samples)
+    return result.metrics, result.em
 
 
 def _cold_start(trainer) -> list[float]:
@@ -197,7 +214,7 @@ def _run_seed(preset: Preset, learners: list[str], steps: int, seed: int, out: P
         return TrainConfig(
             learner=learner, model=model, steps=steps, questions_per_step=preset.questions, eval_questions=preset.eval_questions,
             seed=seed, out_dir=str(out / run), resume=False, checkpoint_every=0, device=backend.get("device", "cpu"),
-            env=EnvConfig(num_entities=preset.num_entities, hops=preset.hops, top_k=preset.top_k, options=env_options),
+            env=EnvConfig(num_entities=preset.num_entities, hops=preset.hops, top_k=preset.top_k, max_turns=preset.max_turns, options=env_options),
             rollout=RolloutConfig(group_size=preset.group, max_turn_tokens=preset.max_turn_tokens,
                                   max_response_tokens=preset.max_response_tokens, max_batch_rows=preset.max_batch_rows,
                                   **backend.get("rollout", {})),
@@ -206,14 +223,17 @@ def _run_seed(preset: Preset, learners: list[str], steps: int, seed: int, out: P
     t0 = time.perf_counter()
     starter = _load(Trainer, config("grpo", preset.model, "cold_start", cold_start_steps=preset.cold_start_steps), "base policy",
                     preset.model)
-    base_eval = _evaluate(starter, "base policy")
-    print(f"[base policy] {preset.model} as released: test EM {base_eval['eval/em']:.3f}, F1 {base_eval['eval/f1']:.3f}, "
-          f"searches/ep {base_eval['eval/searches']:.2f} ({time.perf_counter() - t0:.0f} s)", flush=True)
+    results: dict = {}
+    if preset.eval_base:
+        base_eval, base_em = _evaluate(starter, "base policy", preset.eval_samples)
+        results["base"] = {"eval": base_eval, "eval_em": base_em}
+        print(f"[base policy] {preset.model} as released: test EM {base_eval['eval/em']:.3f}, F1 {base_eval['eval/f1']:.3f}, "
+              f"searches/ep {base_eval['eval/searches']:.2f} ({time.perf_counter() - t0:.0f} s)", flush=True)
     losses = _cold_start(starter)
     print(f"[cold start] {preset.cold_start_steps} supervised steps on oracle trajectories: NLL {losses[0]:.3f} -> {losses[-1]:.3f}", flush=True)
     start_dir = out / "cold_start" / "model"
     save_model(starter.model, starter.tokenizer, start_dir)
-    start_eval = _evaluate(starter, "start policy")
+    start_eval, start_em = _evaluate(starter, "start policy", preset.eval_samples)
     start_hotpotqa = hotpotqa_eval(starter, hotpotqa, preset.eval_questions) if hotpotqa else None
     starter.close()
     del starter
@@ -221,7 +241,7 @@ def _run_seed(preset: Preset, learners: list[str], steps: int, seed: int, out: P
     print(f"[start policy] cold-started: test EM {start_eval['eval/em']:.3f}, F1 {start_eval['eval/f1']:.3f}, "
           f"searches/ep {start_eval['eval/searches']:.2f} ({time.perf_counter() - t0:.0f} s)", flush=True)
 
-    results = {"base": {"eval": base_eval}, "start": {"eval": start_eval, "minutes": (time.perf_counter() - t0) / 60}}
+    results["start"] = {"eval": start_eval, "eval_em": start_em, "minutes": (time.perf_counter() - t0) / 60}
     if start_hotpotqa:
         results["start"]["hotpotqa"] = start_hotpotqa
         print(f"[start policy] HotpotQA: EM {start_hotpotqa['hotpotqa/em']:.3f}, F1 {start_hotpotqa['hotpotqa/f1']:.3f}", flush=True)
@@ -230,7 +250,7 @@ def _run_seed(preset: Preset, learners: list[str], steps: int, seed: int, out: P
         print(f"\n[{learner}] {WHAT_DIFFERS[learner]}", flush=True)
         trainer = _load(Trainer, config(learner, str(start_dir), learner), learner, "the cold-started policy")
         history = _train(trainer, learner)
-        final = _evaluate(trainer, learner)
+        final, final_em = _evaluate(trainer, learner, preset.eval_samples)
         final_hotpotqa = hotpotqa_eval(trainer, hotpotqa, preset.eval_questions) if hotpotqa else None
         trainer.close()
         # Collected now, not at some later cycle collection: a trainer holds models, optimizer states and kept
@@ -238,10 +258,12 @@ def _run_seed(preset: Preset, learners: list[str], steps: int, seed: int, out: P
         del trainer
         gc.collect()
         last = history[-1]
-        extra = {k: round(v, 3) for k, v in last.items() if k.split("/")[0] in ("cw_grpo", "e_grpo", "ranker")}
+        signals = mean_signals(history)
         print(f"[{learner}] train reward {history[0]['rollout/reward']:.3f} -> {last['rollout/reward']:.3f}; test EM "
-              f"{start_eval['eval/em']:.3f} -> {final['eval/em']:.3f}; {extra}", flush=True)
-        results[learner] = {"eval": final, "history": history, "minutes": (time.perf_counter() - t) / 60}
+              f"{start_eval['eval/em']:.3f} -> {final['eval/em']:.3f}; signals (mean over steps): "
+              + ", ".join(f"{SIGNALS[k]} {v:.2f}" for k, v in signals.items()), flush=True)
+        results[learner] = {"eval": final, "eval_em": final_em, "history": history, "signals": signals,
+                            "minutes": (time.perf_counter() - t) / 60}
         if final_hotpotqa:
             results[learner]["hotpotqa"] = final_hotpotqa
             print(f"[{learner}] HotpotQA: EM {final_hotpotqa['hotpotqa/em']:.3f}, F1 {final_hotpotqa['hotpotqa/f1']:.3f}", flush=True)
@@ -249,16 +271,49 @@ def _run_seed(preset: Preset, learners: list[str], steps: int, seed: int, out: P
     return results
 
 
+def mean_signals(history: list[dict[str, float]]) -> dict[str, float]:
+    """Each signal metric (`agents.train.metrics.SIGNALS`) averaged over the steps that report it."""
+    out = {}
+    for key in SIGNALS:
+        values = [m[key] for m in history if key in m]
+        if values:
+            out[key] = float(np.mean(values))
+    return out
+
+
+def _avg_columns(results: dict, names: list[str]) -> list[str]:
+    """The Avg@k metric names any of these policies' evaluations report."""
+    return sorted({k for n in names if n in results for k in results[n]["eval"] if k.startswith("eval/avg@") and k.endswith("/em")})
+
+
 def _seed_table(results: dict, learners: list[str]) -> str:
-    lines = ["| policy | test EM | test F1 | searches/ep | train reward (first -> last) | minutes |", "|---|---|---|---|---|---|"]
-    for name, label in (("base", "base (as released)"), ("start", "start (cold-started)")):
-        e = results[name]["eval"]
-        minutes = f"{results[name]['minutes']:.1f}" if "minutes" in results[name] else "-"
-        lines.append(f"| {label} | {e['eval/em']:.3f} | {e['eval/f1']:.3f} | {e['eval/searches']:.2f} | - | {minutes} |")
-    for learner in learners:
-        r, h = results[learner], results[learner]["history"]
-        lines.append(f"| {learner} | {r['eval']['eval/em']:.3f} | {r['eval']['eval/f1']:.3f} | {r['eval']['eval/searches']:.2f} | "
-                     f"{h[0]['rollout/reward']:.3f} -> {h[-1]['rollout/reward']:.3f} | {r['minutes']:.1f} |")
+    """One seed's policies: test EM/F1 (greedy, and Avg@k when measured), searches, training reward, time."""
+    names = [n for n in ("base", "start", *learners) if n in results]
+    avg = _avg_columns(results, names)
+    head = ["policy", "test EM", *[f"Avg@{k.split('@')[1].split('/')[0]} EM" for k in avg], "test F1", "searches/ep",
+            "train reward (first -> last)", "minutes"]
+    lines = ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
+    labels = {"base": "base (as released)", "start": "start (cold-started)"}
+    for name in names:
+        r = results[name]
+        e = r["eval"]
+        h = r.get("history")
+        reward = f"{h[0]['rollout/reward']:.3f} -> {h[-1]['rollout/reward']:.3f}" if h else "-"
+        minutes = f"{r['minutes']:.1f}" if "minutes" in r else "-"
+        cells = [labels.get(name, name), f"{e['eval/em']:.3f}", *[f"{e[k]:.3f}" if k in e else "-" for k in avg],
+                 f"{e['eval/f1']:.3f}", f"{e['eval/searches']:.2f}", reward, minutes]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def signal_table(results: dict, learners: list[str]) -> str:
+    """Per learner, its signal metrics averaged over its RL steps (`agents.train.metrics.SIGNALS`); a dash
+    where a learner does not report one."""
+    keys = [k for k in SIGNALS if any(k in results[n].get("signals", {}) for n in learners)]
+    lines = ["| learner | " + " | ".join(SIGNALS[k] for k in keys) + " |", "|---" * (len(keys) + 1) + "|"]
+    for name in learners:
+        sig = results[name].get("signals", {})
+        lines.append(f"| {name} | " + " | ".join(f"{sig[k]:.2f}" if k in sig else "-" for k in keys) + " |")
     return "\n".join(lines)
 
 
@@ -277,10 +332,12 @@ def learning_check(per_seed: dict[int, dict], learners: list[str], eval_question
 
     Run-to-run noise is the sample standard deviation over seeds of a policy's test EM (the same recipe
     with another seed: other question order, sampling and cold-start batches); with one seed only the
-    binomial standard error of an EM measured on `eval_questions` questions is available.
+    binomial standard error of an EM measured on `eval_questions` questions is available. A run without
+    a base evaluation (`Preset.eval_base` False) shows dashes in the base columns.
     """
     seeds = sorted(per_seed)
-    em = {name: np.array([per_seed[s][name]["eval"]["eval/em"] for s in seeds]) for name in ["base", "start", *learners]}
+    names = [n for n in ["base", "start", *learners] if all(n in per_seed[s] for s in seeds)]
+    em = {name: np.array([per_seed[s][name]["eval"]["eval/em"] for s in seeds]) for name in names}
 
     def noise(values: np.ndarray) -> float:
         if len(values) > 1:
@@ -296,21 +353,51 @@ def learning_check(per_seed: dict[int, dict], learners: list[str], eval_question
         delta = values.mean() - reference.mean()
         return f" {delta:+.3f} | {'yes' if delta > max(noise(values), noise(reference)) else 'no'} |"
 
-    for name in ["base", "start", *learners]:
+    for name in names:
         v = em[name]
         row = f"| {name} | {', '.join(f'{x:.3f}' for x in v)} | {v.mean():.3f} | {noise(v):.3f} |"
-        row += " - | - |" if name == "base" else rise(v, em["base"])
+        row += " - | - |" if name == "base" or "base" not in em else rise(v, em["base"])
         row += " - | - |" if name in ("base", "start") else rise(v, em["start"])
         lines.append(row)
+    return "\n".join(lines)
+
+
+def paired_check(per_seed: dict[int, dict], learners: list[str]) -> str | None:
+    """Each learner against the cold-started policy it started from, question by question.
+
+    Per seed, the difference of test EMs on the same questions (paired). Two standard errors of their mean
+    are shown: over questions (every seed's per-question differences pooled: evaluation noise) and over
+    seeds (std of the per-seed differences / sqrt(seeds): training noise). A rise is beyond noise when it
+    exceeds twice the larger of the two (about 95% one-sided under a normal approximation). None when the
+    results carry no per-question EMs.
+    """
+    seeds = sorted(per_seed)
+    if not all("eval_em" in per_seed[s].get(n, {}) for s in seeds for n in ["start", *learners]):
+        return None
+    lines = [f"| learner | EM - start per seed ({', '.join(map(str, seeds))}) | mean | SE over questions | SE over seeds | "
+             "beyond noise? |", "|---|---|---|---|---|---|"]
+    for name in learners:
+        diffs = [np.asarray(per_seed[s][name]["eval_em"], float) - np.asarray(per_seed[s]["start"]["eval_em"], float) for s in seeds]
+        per = np.array([d.mean() for d in diffs])
+        pooled = np.concatenate(diffs)
+        se_q = float(pooled.std(ddof=1) / np.sqrt(len(pooled))) if len(pooled) > 1 else float("nan")
+        se_s = float(per.std(ddof=1) / np.sqrt(len(per))) if len(per) > 1 else float("nan")
+        bound = 2 * np.nanmax([se_q, se_s]) if not (np.isnan(se_q) and np.isnan(se_s)) else float("inf")
+        mean = float(pooled.mean())
+        verdict = "yes" if mean > bound else ("worse" if mean < -bound else "no")
+        lines.append(f"| {name} | {', '.join(f'{x:+.3f}' for x in per)} | {mean:+.3f} | {se_q:.3f} | "
+                     f"{'-' if np.isnan(se_s) else f'{se_s:.3f}'} | {verdict} |")
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="compare the reference learners on the synthetic world")
     p.add_argument("--preset", choices=sorted(PRESETS), default="cpu")
-    p.add_argument("--learners", nargs="+", default=list(WHAT_DIFFERS), choices=list(WHAT_DIFFERS))
+    p.add_argument("--learners", nargs="+", choices=list(WHAT_DIFFERS), help="the learners to train (default: the preset's, else all four)")
     p.add_argument("--steps", type=int, help="override the preset's RL steps")
-    p.add_argument("--seeds", type=int, nargs="+", default=[0], help="one full run per seed; two or more give the learning check's noise")
+    p.add_argument("--seeds", type=int, nargs="+", help="one full run per seed (default: the preset's); two or more give the learning check's noise")
+    p.add_argument("--eval-questions", type=int, help="override the preset's number of test questions")
+    p.add_argument("--eval-samples", type=int, help="override the preset's Avg@k samples per test question (0: greedy only)")
     p.add_argument("--out", default="results/learners")
     p.add_argument("--hotpotqa", metavar="FILE", help="also evaluate the start and final policies on this HotpotQA file's first questions")
     p.add_argument("--sglang-urls", nargs="+", help="the SGLang servers of a preset that rolls out through SGLang (default: 127.0.0.1 ports 30000 and up)")
@@ -320,6 +407,10 @@ def main(argv: list[str] | None = None) -> int:
     # One bar per phase (benchmarks.progress) instead of a "Loading weights" bar at every model load.
     hf_logging.disable_progress_bar()
     preset = PRESETS[args.preset]
+    overrides = {k: v for k, v in (("eval_questions", args.eval_questions), ("eval_samples", args.eval_samples)) if v is not None}
+    preset = replace(preset, **overrides)
+    args.learners = args.learners or list(preset.learners or WHAT_DIFFERS)
+    args.seeds = args.seeds or list(preset.seeds)
     steps = args.steps or preset.steps
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -333,17 +424,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n===== seed {seed}", flush=True)
         results = per_seed[seed] = _run_seed(preset, args.learners, steps, seed, out / f"seed{seed}",
                                              backend_options(preset, args.sglang_urls), args.hotpotqa)
-        table = _seed_table(results, args.learners)
+        table = _seed_table(results, args.learners) + "\n\nSignals (mean over RL steps):\n\n" + signal_table(results, args.learners)
         (out / f"seed{seed}").mkdir(parents=True, exist_ok=True)
         (out / f"seed{seed}" / "results.md").write_text(table + "\n")
         plot_curves(results, args.learners, out / f"seed{seed}" / "curves.png")
         print(f"\nseed {seed} ({results['minutes']:.1f} min):\n{table}", flush=True)
 
     check = learning_check(per_seed, args.learners, preset.eval_questions)
+    paired = paired_check(per_seed, args.learners)
+    if paired:
+        check += "\n\nPaired against the cold start (same questions, per seed):\n\n" + paired
     first = args.seeds[0]
     plot = out / "curves.png"
     plot_curves(per_seed[first], args.learners, plot)
-    report = _seed_table(per_seed[first], args.learners) + "\n\nLearning check (test EM):\n\n" + check + "\n"
+    report = (_seed_table(per_seed[first], args.learners) + "\n\nSignals (mean over RL steps):\n\n" + signal_table(per_seed[first], args.learners)
+              + "\n\nLearning check (test EM):\n\n" + check + "\n")
     if args.hotpotqa:
         report += "\n" + hotpotqa_table(per_seed[first], args.learners) + "\n"
     (out / "results.md").write_text(report)

@@ -1,9 +1,10 @@
-"""Greedy evaluation of the policy during training (before the first and after the last step)."""
+"""Evaluation of the policy during training (before the first and after the last step): greedy EM/F1, and
+optionally Avg@k, the mean EM of k sampled rollouts per question, as CW-GRPO reports."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import gymnasium as gym
 import numpy as np
@@ -12,18 +13,46 @@ from agents.rollout import RolloutConfig, RolloutEngine
 from agents.train.metrics import episode_summaries
 
 
-def greedy_eval(policy, make_env: Callable[[], gym.Env], engine_config: RolloutConfig, count: int) -> dict[str, float]:
-    """EM, F1 and searches per episode of one greedy rollout of each of the env's first `count` questions."""
-    engine = RolloutEngine(policy, make_env, replace(engine_config, group_size=1, temperature=0.0, seed=None))
+@dataclass
+class Evaluation:
+    """One evaluation: its metrics and the greedy EM of each question (for paired comparisons)."""
+
+    metrics: dict[str, float]
+    """`eval/em`, `eval/f1`, `eval/searches`, `eval/questions`, and with samples `eval/avg@k/em`, `eval/avg@k/f1`."""
+    em: list[float]
+    """Greedy EM per question, in question order."""
+
+
+def _rollouts(policy, make_env, engine_config: RolloutConfig, n: int, group: int, temperature: float, seed: int | None):
+    engine = RolloutEngine(policy, make_env, replace(engine_config, group_size=group, temperature=temperature, seed=seed))
     try:
-        n = min(count, len(make_env().unwrapped.records))
-        trajectories = engine.rollout([{"options": {"index": i}} for i in range(n)])
+        return episode_summaries(engine.rollout([{"options": {"index": i}} for i in range(n)]))
     finally:
         engine.close()
-    summary = episode_summaries(trajectories)
-    return {
-        "eval/em": float(np.mean([s.get("em", 0.0) for s in summary])),
-        "eval/f1": float(np.mean([s.get("f1", 0.0) for s in summary])),
-        "eval/searches": float(np.mean([s.get("searches", 0) for s in summary])),
+
+
+def evaluate_policy(policy, make_env: Callable[[], gym.Env], engine_config: RolloutConfig, count: int, *,
+                    samples: int = 0, temperature: float = 1.0, seed: int = 0) -> Evaluation:
+    """One greedy rollout of each of the env's first `count` questions; with `samples` = k >= 2 also k
+    rollouts per question at `temperature` (seeded by `seed`), whose mean EM and F1 are Avg@k."""
+    n = min(count, len(make_env().unwrapped.records))
+    greedy = _rollouts(policy, make_env, engine_config, n, 1, 0.0, None)
+    em = [float(s.get("em", 0.0)) for s in greedy]
+    metrics = {
+        "eval/em": float(np.mean(em)),
+        "eval/f1": float(np.mean([s.get("f1", 0.0) for s in greedy])),
+        "eval/searches": float(np.mean([s.get("searches", 0) for s in greedy])),
         "eval/questions": float(n),
     }
+    if samples >= 2:
+        sampled = _rollouts(policy, make_env, engine_config, n, samples, temperature, seed)
+        metrics[f"eval/avg@{samples}/em"] = float(np.mean([s.get("em", 0.0) for s in sampled]))
+        metrics[f"eval/avg@{samples}/f1"] = float(np.mean([s.get("f1", 0.0) for s in sampled]))
+    elif samples == 1:
+        raise ValueError("samples must be 0 (greedy only) or >= 2 (Avg@k)")
+    return Evaluation(metrics, em)
+
+
+def greedy_eval(policy, make_env: Callable[[], gym.Env], engine_config: RolloutConfig, count: int) -> dict[str, float]:
+    """EM, F1 and searches per episode of one greedy rollout of each of the env's first `count` questions."""
+    return evaluate_policy(policy, make_env, engine_config, count).metrics

@@ -48,7 +48,7 @@ from agents.train import setup
 from agents.train.checkpoint import load_newest_valid, save_checkpoint
 from agents.train.config import TrainConfig
 from agents.train.distributed import all_reduce_sum, make_accelerator, merge_metrics, shard, sum_gradients
-from agents.train.evaluate import greedy_eval
+from agents.train.evaluate import Evaluation, evaluate_policy
 from agents.train.metrics import MetricsLog, global_stats, signal_summary, step_rollout_metrics
 from agents.train.sft import cold_start
 from agents.train.sync import WeightSync
@@ -267,8 +267,13 @@ class Trainer:
 
     def evaluate(self, count: int | None = None) -> dict[str, float]:
         """Greedy EM/F1 on the first `count` test-split questions (synthetic world) or training questions."""
+        return self.evaluation(count).metrics
+
+    def evaluation(self, count: int | None = None, samples: int = 0) -> Evaluation:
+        """`evaluate`, plus each question's greedy EM and, with `samples` = k >= 2, Avg@k (seeded by the run's seed)."""
         split = "test" if self.config.env.id == "SearchQA-Synthetic-v0" else "train"
-        return greedy_eval(self.rollout_policy, lambda: self._make_env(split), self.engine.config, count or self.config.eval_questions)
+        return evaluate_policy(self.rollout_policy, lambda: self._make_env(split), self.engine.config, count or self.config.eval_questions,
+                               samples=samples, temperature=self.config.rollout.temperature, seed=self.config.seed)
 
     def run(self, progress: bool = False) -> list[dict[str, float]]:
         """Cold start (when configured and not resumed), then RL steps up to `config.steps`."""

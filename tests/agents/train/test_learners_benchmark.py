@@ -39,6 +39,57 @@ def test_learning_check_with_one_seed_uses_the_binomial_standard_error():
     assert _row(table, "grpo") == ["grpo", "0.750", "0.750", "0.108", "+0.750", "yes", "+0.250", "yes"]
 
 
+def test_learning_check_without_a_base_evaluation_shows_dashes():
+    per_seed = {0: {"start": {"eval": {"eval/em": 0.2}}, "grpo": {"eval": {"eval/em": 0.4}}}}
+    table = learners.learning_check(per_seed, ["grpo"], eval_questions=100)
+    assert _row(table, "start")[4:6] == ["-", "-"]
+    assert _row(table, "grpo")[4:8] == ["-", "-", "+0.200", "yes"]
+    assert "| base |" not in table
+
+
+def _paired(start: list[float], **final: list[float]) -> dict:
+    out = {"start": {"eval": {"eval/em": sum(start) / len(start)}, "eval_em": start}}
+    out.update({name: {"eval": {"eval/em": sum(v) / len(v)}, "eval_em": v} for name, v in final.items()})
+    return out
+
+
+def test_paired_check_by_hand():
+    # Seed 0: 4 questions, the learner fixes two, breaks none: +0.5. Seed 1: fixes one: +0.25.
+    per_seed = {0: _paired([0, 0, 1, 0], grpo=[1, 1, 1, 0]), 1: _paired([1, 0, 0, 0], grpo=[1, 1, 0, 0])}
+    row = _row(learners.paired_check(per_seed, ["grpo"]), "grpo")
+    # Pooled differences [1, 1, 0, 0, 0, 1, 0, 0]: mean 0.375, sample std 0.5175, SE 0.5175 / sqrt(8) = 0.183.
+    # Per-seed means 0.5, 0.25: std 0.1768, SE 0.125. The larger SE is 0.183 and 0.375 > 2 * 0.183 = 0.366.
+    assert row == ["grpo", "+0.500, +0.250", "+0.375", "0.183", "0.125", "yes"]
+    # One question fewer fixed on seed 1 (+0.5, 0.0): mean 0.25, pooled SE 0.164, under twice it.
+    per_seed[1]["grpo"]["eval_em"] = [1, 0, 0, 0]
+    assert _row(learners.paired_check(per_seed, ["grpo"]), "grpo")[-1] == "no"
+
+
+def test_paired_check_calls_a_consistent_rise_beyond_noise_and_a_fall_worse():
+    start = [0.0] * 40
+    better = [1.0] * 10 + [0.0] * 30  # +0.25 on every seed, on the same questions
+    assert _row(learners.paired_check({s: _paired(start, grpo=better) for s in range(3)}, ["grpo"]), "grpo")[-1] == "yes"
+    # The same EM as the start on other questions: the differences cancel. Pooled: 30 of +1, 30 of -1, 60 zeros:
+    # std sqrt(60 / 119) = 0.710, SE 0.710 / sqrt(120) = 0.065.
+    swapped = {s: _paired(better, grpo=better[::-1]) for s in range(3)}
+    assert _row(learners.paired_check(swapped, ["grpo"]), "grpo")[2:] == ["+0.000", "0.065", "0.000", "no"]
+    assert _row(learners.paired_check({s: _paired(better, grpo=start) for s in range(3)}, ["grpo"]), "grpo")[-1] == "worse"
+
+
+def test_paired_check_needs_per_question_results():
+    assert learners.paired_check({0: _seed(0.0, 0.5, grpo=0.75)}, ["grpo"]) is None
+
+
+def test_signal_table_shows_each_learners_own_signals():
+    results = {"grpo": {"signals": {"signal/zero_advantage_groups": 0.5}},
+               "cw-grpo": {"signals": {"signal/zero_advantage_groups": 0.25, "cw_grpo/adv_contributing": 1.5}}}
+    table = learners.signal_table(results, ["grpo", "cw-grpo"])
+    assert _row(table, "grpo") == ["grpo", "0.50", "-"]
+    assert _row(table, "cw-grpo") == ["cw-grpo", "0.25", "1.50"]
+    assert learners.mean_signals([{"signal/zero_advantage_groups": 1.0}, {"signal/zero_advantage_groups": 0.0, "loss/policy": 3.0}]) == \
+        {"signal/zero_advantage_groups": 0.5}
+
+
 @pytest.mark.slow
 def test_tiny_preset_runs_every_learner_over_two_seeds(tmp_path):
     assert learners.main(["--preset", "tiny", "--seeds", "0", "1", "--out", str(tmp_path)]) == 0
