@@ -93,10 +93,10 @@ def _starts_with_bracket(path: Path) -> bool:
 
 def _iter_json_list(path: Path) -> Iterator[Document]:
     # Imported here: searchgym.data imports this package, so a module-level import would be circular.
-    from searchgym.data.readers import _iter_json_array
+    from searchgym.data.readers import iter_json_array
 
     warned = False
-    for raw in _iter_json_array(path):
+    for raw in iter_json_array(path):
         where = f"item {raw.number}"
         doc, derived = _document_from_json(raw.value, path, where, raw.number)
         if derived and not warned:

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Mapping
 from pathlib import Path
 
-from searchgym.data.formats import DATASET_NAMES, _guess_source_from_path
+from searchgym.data.formats import DATASET_NAMES, source_from_path
 from searchgym.data.loaders import QADataset
 from searchgym.errors import ConfigError
 
@@ -52,7 +52,7 @@ def check_dataset(loaded: QADataset, dataset: str, env_id: str) -> None:
     counts = dict(loaded.datasets)
     plain = counts.pop(PLAIN, 0)
     foreign = {name: n for name, n in counts.items() if name not in accepted}
-    named = _guess_source_from_path(Path(loaded.path)) if plain else None
+    named = source_from_path(Path(loaded.path)) if plain else None
     if foreign:
         found = ", ".join(f"{n} {DATASET_NAMES.get(name, name)}" for name, n in sorted(foreign.items()))
         raise _mismatch(loaded, dataset, env_id, f"holds {found} records")

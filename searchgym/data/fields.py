@@ -1,6 +1,6 @@
 """Field access and coercion helpers shared by the per-format record parsers (`searchgym.data.parsers`).
 
-Each helper checks one field's shape and raises `_RecordError` with a message naming the field; the
+Each helper checks one field's shape and raises `RecordShapeError` with a message naming the field; the
 loader adds the file and the record's position and re-raises it as a `DataError`.
 """
 
@@ -18,11 +18,12 @@ _YES_NO = frozenset({"yes", "no"})
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-class _RecordError(Exception):
+class RecordShapeError(Exception):
     """A record does not have the shape its format requires; the driver adds the file and position."""
 
 
-def _type_name(value: Any) -> str:
+def type_name(value: Any) -> str:
+    """How error messages name the JSON type of `value` ("an object", "a list", "null", ...)."""
     names = {
         dict: "an object",
         list: "a list",
@@ -36,71 +37,78 @@ def _type_name(value: Any) -> str:
     return names.get(type(value), type(value).__name__)
 
 
-def _field(raw: Mapping[str, Any], key: str, where: str = "") -> Any:
+def required_field(raw: Mapping[str, Any], key: str, where: str = "") -> Any:
+    """`raw[key]`, or `RecordShapeError` when the key is missing or null (`where` names the enclosing field)."""
     if key not in raw or raw[key] is None:
         inside = f" in {where}" if where else ""
-        raise _RecordError(f"missing required field {key!r}{inside} (found keys: {sorted(raw)})")
+        raise RecordShapeError(f"missing required field {key!r}{inside} (found keys: {sorted(raw)})")
     return raw[key]
 
 
-def _as_str(value: Any, name: str) -> str:
+def as_str(value: Any, name: str) -> str:
+    """`value` as a string; `RecordShapeError` naming field `name` if it is not valid text."""
     if not isinstance(value, str):
-        raise _RecordError(f"field {name!r}: expected a string, got {_type_name(value)}")
+        raise RecordShapeError(f"field {name!r}: expected a string, got {type_name(value)}")
     return _valid_text(value, name)
 
 
 def _valid_text(value: str, name: str) -> str:
     bad = _SURROGATE.search(value)
     if bad is not None:
-        raise _RecordError(
+        raise RecordShapeError(
             f"field {name!r}: holds the unpaired surrogate {bad.group()!a} at character {bad.start()}, "
             "which is not valid Unicode text (a broken \\uXXXX escape?)"
         )
     return value
 
 
-def _as_id(value: Any, name: str) -> str:
+def as_id(value: Any, name: str) -> str:
+    """`value` (a string or integer) as a non-empty stripped id string."""
     if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise _RecordError(f"field {name!r}: expected a string or integer id, got {_type_name(value)}")
+        raise RecordShapeError(f"field {name!r}: expected a string or integer id, got {type_name(value)}")
     text = _valid_text(str(value).strip(), name)
     if not text:
-        raise _RecordError(f"field {name!r}: empty id")
+        raise RecordShapeError(f"field {name!r}: empty id")
     return text
 
 
-def _as_int(value: Any, name: str) -> int:
+def as_int(value: Any, name: str) -> int:
+    """`value` as an integer (booleans refused)."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise _RecordError(f"field {name!r}: expected an integer, got {_type_name(value)}")
+        raise RecordShapeError(f"field {name!r}: expected an integer, got {type_name(value)}")
     return value
 
 
-def _as_list(value: Any, name: str) -> list[Any]:
+def as_list(value: Any, name: str) -> list[Any]:
     # numpy arrays (pandas-written parquet) and tuples count as lists; strings and mappings do not.
+    """`value` as a list; tuples and numpy arrays count, strings and mappings do not."""
     if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
         value = value.tolist()
     if not isinstance(value, (list, tuple)):
-        raise _RecordError(f"field {name!r}: expected a list, got {_type_name(value)}")
+        raise RecordShapeError(f"field {name!r}: expected a list, got {type_name(value)}")
     return list(value)
 
 
-def _as_mapping(value: Any, name: str) -> Mapping[str, Any]:
+def as_mapping(value: Any, name: str) -> Mapping[str, Any]:
+    """`value` as a mapping (a JSON object)."""
     if not isinstance(value, Mapping):
-        raise _RecordError(f"field {name!r}: expected an object, got {_type_name(value)}")
+        raise RecordShapeError(f"field {name!r}: expected an object, got {type_name(value)}")
     return value
 
 
-def _as_str_list(value: Any, name: str, *, allow_scalar: bool = False) -> list[str]:
+def as_str_list(value: Any, name: str, *, allow_scalar: bool = False) -> list[str]:
+    """`value` as a list of strings; with `allow_scalar`, a lone string becomes a one-item list."""
     if allow_scalar and isinstance(value, str):
         return [value]
-    items = _as_list(value, name)
+    items = as_list(value, name)
     for i, item in enumerate(items):
         if not isinstance(item, str):
-            raise _RecordError(f"field {name!r}: expected a list of strings, item {i} is {_type_name(item)}")
+            raise RecordShapeError(f"field {name!r}: expected a list of strings, item {i} is {type_name(item)}")
         _valid_text(item, f"{name}[{i}]")
     return items
 
 
-def _unique(items: Iterable[str]) -> tuple[str, ...]:
+def unique_texts(items: Iterable[str]) -> tuple[str, ...]:
     """Strip, drop empties and duplicates, keep first-seen order."""
     seen: dict[str, None] = {}
     for item in items:
@@ -110,18 +118,21 @@ def _unique(items: Iterable[str]) -> tuple[str, ...]:
     return tuple(seen)
 
 
-def _extra(raw: Mapping[str, Any], consumed: Iterable[str]) -> dict[str, Any]:
+def extra_fields(raw: Mapping[str, Any], consumed: Iterable[str]) -> dict[str, Any]:
+    """The fields of `raw` not in `consumed`, kept as the record's metadata."""
     skip = set(consumed)
     return {k: v for k, v in raw.items() if k not in skip}
 
 
-def _make_record(**fields: Any) -> QARecord:
+def make_record(**fields: Any) -> QARecord:
+    """A `QARecord` from `fields`, its validation errors raised as `RecordShapeError`."""
     try:
         return QARecord(**fields)
     except ValueError as exc:
-        raise _RecordError(str(exc)) from None
+        raise RecordShapeError(str(exc)) from None
 
 
-def _answer_entity(answer: str) -> tuple[str, ...]:
+def answer_entities(answer: str) -> tuple[str, ...]:
     # yes/no answers to comparison questions name no entity.
+    """The gold entities an answer names: the answer itself, or none for yes/no."""
     return () if answer.strip().lower() in _YES_NO else (answer,)

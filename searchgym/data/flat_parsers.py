@@ -12,27 +12,27 @@ from collections.abc import Mapping
 from typing import Any
 
 from searchgym.data.fields import (
-    _answer_entity,
-    _as_list,
-    _as_mapping,
-    _as_str,
-    _as_str_list,
-    _extra,
-    _field,
-    _make_record,
-    _RecordError,
-    _unique,
+    RecordShapeError,
+    answer_entities,
+    as_list,
+    as_mapping,
+    as_str,
+    as_str_list,
+    extra_fields,
+    make_record,
+    required_field,
+    unique_texts,
 )
 from searchgym.data.formats import record_dataset
 from searchgym.data.parsers import (
-    _chain_entities,
-    _decomposition,
-    _decomposition_answers,
-    _Draft,
-    _evidence_entities,
-    _ParseContext,
-    _record_id,
-    _supporting_facts,
+    DraftRecord,
+    ParseContext,
+    chain_entities,
+    decomposition_answers,
+    evidence_entities,
+    parse_decomposition,
+    parse_supporting_facts,
+    record_id,
 )
 
 # Messages keep the logger they had before the loader was split into modules.
@@ -48,7 +48,7 @@ _QUESTION_MARK = "Question:"
 def _popqa_entities(meta: Mapping[str, Any]) -> tuple[str, ...] | None:
     subj, obj = meta.get("subj"), meta.get("obj")
     if isinstance(subj, str) and isinstance(obj, str) and subj.strip() and obj.strip():
-        return _unique([subj, obj])
+        return unique_texts([subj, obj])
     return None
 
 
@@ -61,24 +61,24 @@ def _multihop_annotations(
     `supporting_facts` (and 2Wiki's `evidences`), MuSiQue's `question_decomposition`.
     """
     if "question_decomposition" in meta:
-        steps = _decomposition(meta["question_decomposition"])
-        titles = _unique(
+        steps = parse_decomposition(meta["question_decomposition"])
+        titles = unique_texts(
             step["support_paragraph"]["title"]
             for step in steps
             if isinstance(step.get("support_paragraph"), Mapping)
             and isinstance(step["support_paragraph"].get("title"), str)
         )
-        return _chain_entities(_decomposition_answers(steps), answer), titles, len(steps) or None
+        return chain_entities(decomposition_answers(steps), answer), titles, len(steps) or None
     if "supporting_facts" in meta:
-        titles = _unique(title for title, _ in _supporting_facts(meta["supporting_facts"]))
-        evidence = _evidence_entities(meta.get("evidences") or [])
+        titles = unique_texts(title for title, _ in parse_supporting_facts(meta["supporting_facts"]))
+        evidence = evidence_entities(meta.get("evidences") or [])
         hops = 2 if source == "hotpotqa" else (len(titles) or None)
-        return _unique([*titles, *evidence, *_answer_entity(answer)]), titles, hops
+        return unique_texts([*titles, *evidence, *answer_entities(answer)]), titles, hops
     return None
 
 
 def _flashrag_annotations(
-    meta: Mapping[str, Any], answers: list[str], source: str, ctx: _ParseContext
+    meta: Mapping[str, Any], answers: list[str], source: str, ctx: ParseContext
 ) -> tuple[tuple[str, ...], tuple[str, ...], int | None]:
     popqa = _popqa_entities(meta)
     if popqa is not None:
@@ -86,34 +86,35 @@ def _flashrag_annotations(
     canonical = answers[0] if answers else ""
     try:
         multihop = _multihop_annotations(meta, canonical, source)
-    except _RecordError as exc:
+    except RecordShapeError as exc:
         # The metadata stays in the record as found; the loader warns once, with a count, that these
         # records lack the entities and titles their metadata was meant to give.
         ctx.lost_annotations.append(f"record {ctx.number}: {exc}")
         multihop = None
     if multihop is not None:
         return multihop
-    return _unique([canonical]), (), None
+    return unique_texts([canonical]), (), None
 
 
-def _parse_flashrag(raw: Mapping[str, Any], ctx: _ParseContext) -> _Draft:
-    question = _as_str(_field(raw, "question"), "question")
-    answers = _as_str_list(_field(raw, "golden_answers"), "golden_answers", allow_scalar=True)
-    rid = _record_id(raw, ctx, question, answers)
-    meta = _as_mapping(raw.get("metadata") or {}, "metadata")
+def parse_flashrag(raw: Mapping[str, Any], ctx: ParseContext) -> DraftRecord:
+    """One FlashRAG record (`golden_answers`, annotations in `metadata`)."""
+    question = as_str(required_field(raw, "question"), "question")
+    answers = as_str_list(required_field(raw, "golden_answers"), "golden_answers", allow_scalar=True)
+    rid = record_id(raw, ctx, question, answers)
+    meta = as_mapping(raw.get("metadata") or {}, "metadata")
     source = ctx.source_for()
-    entities, titles, hops = _flashrag_annotations(meta, list(_unique(answers)), source, ctx)
-    record = _make_record(
+    entities, titles, hops = _flashrag_annotations(meta, list(unique_texts(answers)), source, ctx)
+    record = make_record(
         id=rid,
         question=question.strip(),
-        answers=_unique(answers),
+        answers=unique_texts(answers),
         gold_entities=entities,
         gold_titles=titles,
         hops=hops,
         source=source,
-        metadata={**_extra(raw, ("id", "question", "golden_answers", "metadata")), **meta},
+        metadata={**extra_fields(raw, ("id", "question", "golden_answers", "metadata")), **meta},
     )
-    return _Draft(record, dataset=record_dataset("flashrag", raw))
+    return DraftRecord(record, dataset=record_dataset("flashrag", raw))
 
 
 # ------------------------------------------------------------------------------------- Search-R1 / verl
@@ -124,15 +125,15 @@ def _searchr1_answers(raw: Mapping[str, Any]) -> list[str]:
     if isinstance(reward, Mapping) and reward.get("ground_truth") is not None:
         truth = reward["ground_truth"]
         if isinstance(truth, Mapping):
-            return _as_str_list(
-                _field(truth, "target", "reward_model.ground_truth"),
+            return as_str_list(
+                required_field(truth, "target", "reward_model.ground_truth"),
                 "reward_model.ground_truth.target",
                 allow_scalar=True,
             )
-        return _as_str_list(truth, "reward_model.ground_truth", allow_scalar=True)
+        return as_str_list(truth, "reward_model.ground_truth", allow_scalar=True)
     if raw.get("golden_answers") is not None:
-        return _as_str_list(raw["golden_answers"], "golden_answers", allow_scalar=True)
-    raise _RecordError(
+        return as_str_list(raw["golden_answers"], "golden_answers", allow_scalar=True)
+    raise RecordShapeError(
         f"no answers: expected reward_model.ground_truth.target or golden_answers (found keys: {sorted(raw)})"
     )
 
@@ -141,17 +142,19 @@ def _searchr1_question(raw: Mapping[str, Any]) -> str:
     """The question: the `question` column, else `extra_info.question`, else the text after the last
     `Question:` of the prompt's last user message (Search-R1's template ends with `Question: {question}`)."""
     if raw.get("question") is not None:
-        return _as_str(raw["question"], "question")
+        return as_str(raw["question"], "question")
     extra = raw.get("extra_info")
     if isinstance(extra, Mapping) and extra.get("question") is not None:
-        return _as_str(extra["question"], "extra_info.question")
+        return as_str(extra["question"], "extra_info.question")
     prompt = raw.get("prompt")
     if prompt is None:
-        raise _RecordError(f"no question: expected question, extra_info.question or prompt (found keys: {sorted(raw)})")
+        raise RecordShapeError(
+            f"no question: expected question, extra_info.question or prompt (found keys: {sorted(raw)})"
+        )
     text = _last_user_message(prompt)
     cut = text.rfind(_QUESTION_MARK)
     if cut < 0:
-        raise _RecordError(
+        raise RecordShapeError(
             f"no question: the record has no question or extra_info.question column, and its prompt's user "
             f"message has no {_QUESTION_MARK!r} to find it after (message starts {text[:80]!r}); add a question column"
         )
@@ -160,35 +163,36 @@ def _searchr1_question(raw: Mapping[str, Any]) -> str:
 
 def _last_user_message(prompt: Any) -> str:
     if isinstance(prompt, str):
-        return _as_str(prompt, "prompt")
-    messages = _as_list(prompt, "prompt")
+        return as_str(prompt, "prompt")
+    messages = as_list(prompt, "prompt")
     for i in range(len(messages) - 1, -1, -1):
-        message = _as_mapping(messages[i], f"prompt[{i}]")
+        message = as_mapping(messages[i], f"prompt[{i}]")
         if message.get("role", "user") == "user":
-            return _as_str(_field(message, "content", f"prompt[{i}]"), f"prompt[{i}].content")
-    raise _RecordError("field 'prompt': no user message in the chat message list")
+            return as_str(required_field(message, "content", f"prompt[{i}]"), f"prompt[{i}].content")
+    raise RecordShapeError("field 'prompt': no user message in the chat message list")
 
 
 def _searchr1_id(
-    raw: Mapping[str, Any], ctx: _ParseContext, source: str, question: str, answers: tuple[str, ...]
+    raw: Mapping[str, Any], ctx: ParseContext, source: str, question: str, answers: tuple[str, ...]
 ) -> str:
     extra = raw.get("extra_info")
     if raw.get("id") is None and isinstance(extra, Mapping) and extra.get("index") is not None:
-        rid = _record_id(extra, ctx, question, answers, ("index",))
+        rid = record_id(extra, ctx, question, answers, ("index",))
     else:
-        rid = _record_id(raw, ctx, question, answers)
+        rid = record_id(raw, ctx, question, answers)
     # Search-R1's merged training files (nq + hotpotqa) repeat ids such as "train_0" across sources.
     if rid in ctx.seen_ids and source:
         rid = f"{source}/{rid}"
     return rid
 
 
-def _parse_searchr1(raw: Mapping[str, Any], ctx: _ParseContext) -> _Draft:
+def parse_searchr1(raw: Mapping[str, Any], ctx: ParseContext) -> DraftRecord:
+    """One Search-R1 / verl row (`prompt`, `reward_model`, `data_source`)."""
     data_source = raw.get("data_source")
     source = ctx.source_for(data_source if isinstance(data_source, str) else None)
     question = _searchr1_question(raw)
-    answers = _unique(_searchr1_answers(raw))
-    record = _make_record(
+    answers = unique_texts(_searchr1_answers(raw))
+    record = make_record(
         id=_searchr1_id(raw, ctx, source, question, answers),
         question=question.strip(),
         answers=answers,
@@ -196,40 +200,41 @@ def _parse_searchr1(raw: Mapping[str, Any], ctx: _ParseContext) -> _Draft:
         source=source,
         # The prompt is the question rendered in Search-R1's template; it is dropped to keep memory
         # proportional to the questions.
-        metadata=_extra(raw, ("id", "question", "golden_answers", "reward_model", "prompt")),
+        metadata=extra_fields(raw, ("id", "question", "golden_answers", "reward_model", "prompt")),
     )
-    return _Draft(record, dataset=record_dataset("searchr1", raw))
+    return DraftRecord(record, dataset=record_dataset("searchr1", raw))
 
 
 # ------------------------------------------------------------------- NQ-open, TriviaQA, Bamboogle
 
 
 def _plain_answers(raw: Mapping[str, Any]) -> list[str]:
-    answer = _field(raw, "answer")
+    answer = required_field(raw, "answer")
     if isinstance(answer, Mapping):
         # TriviaQA as Hugging Face's `trivia_qa` exports it: {value, aliases, normalized_value, ...}.
         value = [answer["value"]] if isinstance(answer.get("value"), str) else []
-        return value + _as_str_list(answer.get("aliases") or [], "answer.aliases")
-    answers = _as_str_list(answer, "answer", allow_scalar=True)
-    return answers + _as_str_list(raw.get("answer_aliases") or [], "answer_aliases")
+        return value + as_str_list(answer.get("aliases") or [], "answer.aliases")
+    answers = as_str_list(answer, "answer", allow_scalar=True)
+    return answers + as_str_list(raw.get("answer_aliases") or [], "answer_aliases")
 
 
-def _parse_nq_open(raw: Mapping[str, Any], ctx: _ParseContext) -> _Draft:
+def parse_nq_open(raw: Mapping[str, Any], ctx: ParseContext) -> DraftRecord:
+    """One question-and-answer row (NQ-open, TriviaQA, Bamboogle layouts)."""
     if any(isinstance(k, str) and k != k.lower() for k in raw):
         # Bamboogle's Hugging Face export names its columns `Question` and `Answer`.
         raw = {k.lower() if isinstance(k, str) else k: v for k, v in raw.items()}
-    question = _as_str(_field(raw, "question"), "question")
-    answers = _unique(_plain_answers(raw))
+    question = as_str(required_field(raw, "question"), "question")
+    answers = unique_texts(_plain_answers(raw))
     dataset = record_dataset("nq_open", raw)
-    record = _make_record(
-        id=_record_id(raw, ctx, question, answers, ("id", "question_id")),
+    record = make_record(
+        id=record_id(raw, ctx, question, answers, ("id", "question_id")),
         question=question.strip(),
         answers=answers,
         gold_entities=answers[:1],
         source=ctx.source_for(dataset),
-        metadata=_extra(raw, ("id", "question_id", "question", "answer", "answer_aliases")),
+        metadata=extra_fields(raw, ("id", "question_id", "question", "answer", "answer_aliases")),
     )
-    return _Draft(record, dataset=dataset)
+    return DraftRecord(record, dataset=dataset)
 
 
 # ------------------------------------------------------------------------------------------- PopQA
@@ -241,21 +246,24 @@ def _possible_answers(value: Any) -> list[str]:
         try:
             value = json.loads(value)
         except json.JSONDecodeError as exc:
-            raise _RecordError(f"field 'possible_answers': not a JSON-encoded list of strings ({exc.msg})") from None
-    return _as_str_list(value, "possible_answers", allow_scalar=True)
+            raise RecordShapeError(
+                f"field 'possible_answers': not a JSON-encoded list of strings ({exc.msg})"
+            ) from None
+    return as_str_list(value, "possible_answers", allow_scalar=True)
 
 
-def _parse_popqa(raw: Mapping[str, Any], ctx: _ParseContext) -> _Draft:
-    question = _as_str(_field(raw, "question"), "question")
-    answers = _unique(_possible_answers(_field(raw, "possible_answers")))
-    subj = _as_str(_field(raw, "subj"), "subj")
-    obj = _as_str(_field(raw, "obj"), "obj")
-    record = _make_record(
-        id=_record_id(raw, ctx, question, answers),
+def parse_popqa(raw: Mapping[str, Any], ctx: ParseContext) -> DraftRecord:
+    """One PopQA record (subject, property, object and possible answers)."""
+    question = as_str(required_field(raw, "question"), "question")
+    answers = unique_texts(_possible_answers(required_field(raw, "possible_answers")))
+    subj = as_str(required_field(raw, "subj"), "subj")
+    obj = as_str(required_field(raw, "obj"), "obj")
+    record = make_record(
+        id=record_id(raw, ctx, question, answers),
         question=question.strip(),
         answers=answers,
-        gold_entities=_unique([subj, obj]),
+        gold_entities=unique_texts([subj, obj]),
         source=ctx.source_for(),
-        metadata=_extra(raw, ("id", "question", "possible_answers")),
+        metadata=extra_fields(raw, ("id", "question", "possible_answers")),
     )
-    return _Draft(record, dataset="popqa")
+    return DraftRecord(record, dataset="popqa")

@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from searchgym.data.fields import _type_name
-from searchgym.data.readers import _label, _Raw
+from searchgym.data.fields import type_name
+from searchgym.data.readers import RawRecord, record_label
 from searchgym.errors import DataError
 
 # Messages keep the logger they had before the loader was split into modules.
@@ -71,11 +71,12 @@ _SOURCE_PREFIXES = (
 )
 
 
-def _detect_format(first: _Raw, file: Path) -> str:
+def detect_format(first: RawRecord, file: Path) -> str:
+    """The format the first record's keys fit; `DataError` when none or more than one fits."""
     value = first.value
     if not isinstance(value, Mapping):
         raise DataError(
-            f"expected each record to be a JSON object, got {_type_name(value)}", path=file, record=_label(first)
+            f"expected each record to be a JSON object, got {type_name(value)}", path=file, record=record_label(first)
         )
     keys = set(value)
     candidates = _format_candidates(value, keys)
@@ -84,14 +85,14 @@ def _detect_format(first: _Raw, file: Path) -> str:
             f"cannot tell the dataset format: the first record has keys {sorted(keys)}; "
             f"supported formats: {_FORMAT_HELP}. Pass format=... if the file is one of these.",
             path=file,
-            record=_label(first),
+            record=record_label(first),
         )
     if len(candidates) > 1:
         raise DataError(
             f"ambiguous dataset format: the first record (keys {sorted(keys)}) fits {' and '.join(candidates)}; "
             f"pass format= one of {candidates} to say which",
             path=file,
-            record=_label(first),
+            record=record_label(first),
         )
     return candidates[0]
 
@@ -122,7 +123,7 @@ def record_dataset(fmt: str, value: Mapping[str, Any]) -> str | None:
     if fmt == "searchr1":
         source = value.get("data_source")
         # A data source we do not know (web_questions, a private set) still names a dataset: not NQ's.
-        return (_guess_source(source) or source.strip() or None) if isinstance(source, str) else None
+        return (source_from_name(source) or source.strip() or None) if isinstance(source, str) else None
     if fmt == "nq_open":
         answer = value.get("answer")
         return "triviaqa" if isinstance(answer, Mapping) and ("aliases" in answer or "value" in answer) else None
@@ -138,7 +139,8 @@ def record_dataset(fmt: str, value: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _default_source(fmt: str, file: Path) -> str:
+def implied_source(fmt: str, file: Path) -> str:
+    """The `source` records of format `fmt` from `file` get when the caller names none."""
     implied = {
         "hotpotqa": "hotpotqa",
         "hotpotqa_hf": "hotpotqa",
@@ -148,7 +150,7 @@ def _default_source(fmt: str, file: Path) -> str:
     }
     if fmt in implied:
         return implied[fmt]
-    guessed = _guess_source_from_path(file)
+    guessed = source_from_path(file)
     if guessed is None and fmt == "nq_open":
         return "nq"
     if guessed is None and fmt == "flashrag":
@@ -156,17 +158,19 @@ def _default_source(fmt: str, file: Path) -> str:
     return guessed or ""
 
 
-def _guess_source_from_path(file: Path) -> str | None:
+def source_from_path(file: Path) -> str | None:
     # The file name is the most specific part (popqa_test.jsonl); FlashRAG's layout puts it in the
     # folder instead (popqa/test.jsonl). Folders further up name the user's machine, not the data.
+    """The dataset named by the file's name or, failing that, its folder's name (None if neither does)."""
     for part in (file.name, file.parent.name):
-        found = _guess_source(part)
+        found = source_from_name(part)
         if found:
             return found
     return None
 
 
-def _guess_source(text: str) -> str | None:
+def source_from_name(text: str) -> str | None:
+    """The dataset a name such as `popqa_test` or a Search-R1 `data_source` names, or None."""
     for token in re.split(r"[^a-z0-9]+", text.lower()):
         for prefix, name in _SOURCE_PREFIXES:
             if token.startswith(prefix):

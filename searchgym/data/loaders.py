@@ -77,25 +77,25 @@ from pathlib import Path
 from typing import Any, Literal
 
 from searchgym.corpus import Corpus, Document
-from searchgym.data.fields import _RecordError, _type_name
-from searchgym.data.flat_parsers import _parse_flashrag, _parse_nq_open, _parse_popqa, _parse_searchr1
-from searchgym.data.formats import FORMATS, DatasetFormat, _default_source, _detect_format
-from searchgym.data.parsers import _Draft, _parse_2wiki, _parse_hotpotqa, _parse_musique, _ParseContext
-from searchgym.data.readers import Unreadable, _iter_raw, _label, _Raw
+from searchgym.data.fields import RecordShapeError, type_name
+from searchgym.data.flat_parsers import parse_flashrag, parse_nq_open, parse_popqa, parse_searchr1
+from searchgym.data.formats import FORMATS, DatasetFormat, detect_format, implied_source
+from searchgym.data.parsers import DraftRecord, ParseContext, parse_2wiki, parse_hotpotqa, parse_musique
+from searchgym.data.readers import RawRecord, Unreadable, iter_raw_records, record_label
 from searchgym.data.records import QARecord
 from searchgym.errors import ConfigError, DataError, DataNotFoundError
 
 logger = logging.getLogger(__name__)
 
-_PARSERS: dict[str, Callable[[Mapping[str, Any], _ParseContext], _Draft]] = {
-    "hotpotqa": _parse_hotpotqa,
-    "hotpotqa_hf": _parse_hotpotqa,
-    "2wiki": _parse_2wiki,
-    "musique": _parse_musique,
-    "popqa": _parse_popqa,
-    "flashrag": _parse_flashrag,
-    "searchr1": _parse_searchr1,
-    "nq_open": _parse_nq_open,
+_PARSERS: dict[str, Callable[[Mapping[str, Any], ParseContext], DraftRecord]] = {
+    "hotpotqa": parse_hotpotqa,
+    "hotpotqa_hf": parse_hotpotqa,
+    "2wiki": parse_2wiki,
+    "musique": parse_musique,
+    "popqa": parse_popqa,
+    "flashrag": parse_flashrag,
+    "searchr1": parse_searchr1,
+    "nq_open": parse_nq_open,
 }
 _CONTEXT_FORMATS = frozenset({"hotpotqa", "hotpotqa_hf", "2wiki", "musique"})
 OnError = Literal["raise", "skip"]
@@ -122,7 +122,7 @@ class QADataset:
     """Records left out because they could not be read (only with `on_error="skip"`)."""
 
 
-class _ContextCorpusBuilder:
+class ContextCorpusBuilder:
     """Collects distinct (title, text) paragraphs across records and assigns them deterministic ids."""
 
     def __init__(self) -> None:
@@ -190,9 +190,9 @@ def load_dataset_file(
     _check_arguments(format, source, limit, on_error)
     file = _check_path(path)
     digest = _sha256(file)
-    with closing(_iter_raw(file, skip_bad_lines=on_error == "skip")) as raws:
+    with closing(iter_raw_records(file, skip_bad_lines=on_error == "skip")) as raws:
         # Detection needs a readable record; unreadable ones before it are skipped (and counted) later.
-        unreadable: list[_Raw] = []
+        unreadable: list[RawRecord] = []
         first = next(raws, None)
         while first is not None and isinstance(first.value, Unreadable):
             unreadable.append(first)
@@ -202,7 +202,7 @@ def load_dataset_file(
                 first_error = unreadable[0].value.message
                 raise DataError(f"none of the file's {len(unreadable)} records can be read; the first: {first_error}", path=file)
             raise DataError("the file holds no records", path=file)
-        fmt = format if format != "auto" else _detect_format(first, file)
+        fmt = format if format != "auto" else detect_format(first, file)
         drafts, builder, skipped = _parse_all(chain(unreadable, [first], raws), fmt, file, source, limit, on_error)
     corpus, records = _finish(drafts, builder, file)
     datasets = Counter(d.dataset or "" for d in drafts)
@@ -262,12 +262,12 @@ def _sha256(file: Path) -> str:
 
 
 def _parse_all(
-    raws: Iterator[_Raw], fmt: str, file: Path, source: str | None, limit: int | None, on_error: str
-) -> tuple[list[_Draft], _ContextCorpusBuilder | None, int]:
+    raws: Iterator[RawRecord], fmt: str, file: Path, source: str | None, limit: int | None, on_error: str
+) -> tuple[list[DraftRecord], ContextCorpusBuilder | None, int]:
     parser = _PARSERS[fmt]
-    builder = _ContextCorpusBuilder() if fmt in _CONTEXT_FORMATS else None
-    ctx = _ParseContext(path=file, source=source, default_source=_default_source(fmt, file), paragraphs=builder)
-    drafts: list[_Draft] = []
+    builder = ContextCorpusBuilder() if fmt in _CONTEXT_FORMATS else None
+    ctx = ParseContext(path=file, source=source, default_source=implied_source(fmt, file), paragraphs=builder)
+    drafts: list[DraftRecord] = []
     labels: dict[str, str] = {}
     skipped: list[str] = []
     # islice stops pulling from the reader once `limit` records are in, so the rest is never read.
@@ -275,7 +275,7 @@ def _parse_all(
         if isinstance(raw.value, Unreadable):
             skipped.append(raw.value.message)
             continue
-        label = _label(raw)
+        label = record_label(raw)
         try:
             draft = _parse_one(parser, raw, label, fmt, ctx)
             rid = draft.record.id
@@ -295,7 +295,7 @@ def _parse_all(
     return drafts, builder, len(skipped)
 
 
-def _report(ctx: _ParseContext, file: Path, fmt: str, skipped: list[str], kept: int) -> None:
+def _report(ctx: ParseContext, file: Path, fmt: str, skipped: list[str], kept: int) -> None:
     """One warning per kind of loss or guess, with a count, instead of one per record (or none)."""
     if skipped:
         logger.warning(
@@ -317,14 +317,18 @@ def _report(ctx: _ParseContext, file: Path, fmt: str, skipped: list[str], kept: 
 
 
 def _parse_one(
-    parser: Callable[[Mapping[str, Any], _ParseContext], _Draft], raw: _Raw, label: str, fmt: str, ctx: _ParseContext
-) -> _Draft:
+    parser: Callable[[Mapping[str, Any], ParseContext], DraftRecord],
+    raw: RawRecord,
+    label: str,
+    fmt: str,
+    ctx: ParseContext,
+) -> DraftRecord:
     if not isinstance(raw.value, Mapping):
-        raise DataError(f"expected a JSON object, got {_type_name(raw.value)}", path=ctx.path, record=label)
+        raise DataError(f"expected a JSON object, got {type_name(raw.value)}", path=ctx.path, record=label)
     ctx.number = raw.number
     try:
         return parser(raw.value, ctx)
-    except _RecordError as exc:
+    except RecordShapeError as exc:
         raise DataError(f"{exc} (reading as format {fmt!r})", path=ctx.path, record=label) from None
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
         # A safety net: the parsers validate what they read, so reaching this is a loader bug, but the
@@ -335,7 +339,7 @@ def _parse_one(
 
 
 def _finish(
-    drafts: list[_Draft], builder: _ContextCorpusBuilder | None, file: Path
+    drafts: list[DraftRecord], builder: ContextCorpusBuilder | None, file: Path
 ) -> tuple[Corpus | None, tuple[QARecord, ...]]:
     """Build the context corpus and point each record's gold_docs at its document ids."""
     if builder is None or builder.empty:

@@ -16,32 +16,33 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from searchgym.data.fields import (
-    _answer_entity,
-    _as_id,
-    _as_int,
-    _as_list,
-    _as_mapping,
-    _as_str,
-    _as_str_list,
-    _extra,
-    _field,
-    _make_record,
-    _RecordError,
-    _unique,
+    RecordShapeError,
+    answer_entities,
+    as_id,
+    as_int,
+    as_list,
+    as_mapping,
+    as_str,
+    as_str_list,
+    extra_fields,
+    make_record,
+    required_field,
+    unique_texts,
 )
-from searchgym.data.formats import _guess_source
+from searchgym.data.formats import source_from_name
 from searchgym.data.records import QARecord
 
 if TYPE_CHECKING:
     # Type-only: the loader builds the context corpus and imports this module.
-    from searchgym.data.loaders import _ContextCorpusBuilder
+    from searchgym.data.loaders import ContextCorpusBuilder
 
 # Messages keep the logger they had before the loader was split into modules.
 logger = logging.getLogger("searchgym.data.loaders")
 
 
 @dataclass
-class _Draft:
+class DraftRecord:
+    """A parsed record before its gold paragraphs have corpus ids."""
     record: QARecord
     gold_keys: tuple[tuple[str, str], ...] = ()
     """(title, text) of the supporting paragraphs; mapped to document ids once all records are read."""
@@ -50,13 +51,13 @@ class _Draft:
 
 
 @dataclass
-class _ParseContext:
+class ParseContext:
     """What a record parser needs besides the record: where it is and the shared context corpus."""
 
     path: Path
     source: str | None
     default_source: str
-    paragraphs: _ContextCorpusBuilder | None
+    paragraphs: ContextCorpusBuilder | None
     seen_ids: set[str] = field(default_factory=set)
     number: int = 0
     derived_ids: int = 0
@@ -68,7 +69,7 @@ class _ParseContext:
         if self.source is not None:
             return self.source
         if data_source:
-            return _guess_source(data_source) or data_source
+            return source_from_name(data_source) or data_source
         return self.default_source
 
     def derive_id(self, question: str, answers: Iterable[str]) -> str:
@@ -84,13 +85,13 @@ class _ParseContext:
         return rid
 
 
-def _record_id(
-    raw: Mapping[str, Any], ctx: _ParseContext, question: str, answers: Iterable[str], keys: tuple[str, ...] = ("id",)
+def record_id(
+    raw: Mapping[str, Any], ctx: ParseContext, question: str, answers: Iterable[str], keys: tuple[str, ...] = ("id",)
 ) -> str:
     """The record's own id (the first of `keys` present), or one derived from its question and answers."""
     for key in keys:
         if raw.get(key) is not None:
-            return _as_id(raw[key], key)
+            return as_id(raw[key], key)
     return ctx.derive_id(question, answers)
 
 
@@ -112,48 +113,49 @@ def _join_adaptive(sentences: list[str]) -> str:
     return " ".join(s.strip() for s in sentences if s.strip())
 
 
-def _supporting_facts(value: Any) -> list[tuple[str, int]]:
+def parse_supporting_facts(value: Any) -> list[tuple[str, int]]:
+    """HotpotQA's supporting facts as (title, sentence index) pairs, from the list or the column form."""
     if isinstance(value, Mapping):
-        titles = _as_str_list(_field(value, "title", "supporting_facts"), "supporting_facts.title")
-        sent_ids = _as_list(_field(value, "sent_id", "supporting_facts"), "supporting_facts.sent_id")
+        titles = as_str_list(required_field(value, "title", "supporting_facts"), "supporting_facts.title")
+        sent_ids = as_list(required_field(value, "sent_id", "supporting_facts"), "supporting_facts.sent_id")
         if len(titles) != len(sent_ids):
-            raise _RecordError(f"supporting_facts: {len(titles)} titles but {len(sent_ids)} sent_ids")
-        return [(t, _as_int(s, "supporting_facts.sent_id")) for t, s in zip(titles, sent_ids, strict=True)]
+            raise RecordShapeError(f"supporting_facts: {len(titles)} titles but {len(sent_ids)} sent_ids")
+        return [(t, as_int(s, "supporting_facts.sent_id")) for t, s in zip(titles, sent_ids, strict=True)]
     facts = []
-    for i, fact in enumerate(_as_list(value, "supporting_facts")):
-        pair = _as_list(fact, f"supporting_facts[{i}]")
+    for i, fact in enumerate(as_list(value, "supporting_facts")):
+        pair = as_list(fact, f"supporting_facts[{i}]")
         if len(pair) != 2:
-            raise _RecordError(f"field 'supporting_facts[{i}]': expected [title, sent_id], got {len(pair)} items")
-        facts.append((_as_str(pair[0], f"supporting_facts[{i}][0]"), _as_int(pair[1], f"supporting_facts[{i}][1]")))
+            raise RecordShapeError(f"field 'supporting_facts[{i}]': expected [title, sent_id], got {len(pair)} items")
+        facts.append((as_str(pair[0], f"supporting_facts[{i}][0]"), as_int(pair[1], f"supporting_facts[{i}][1]")))
     return facts
 
 
 def _context_paragraphs(value: Any, join: Callable[[list[str]], str]) -> list[tuple[str, str]]:
     """(title, text) per context paragraph, from the list form or the column form of `context`."""
     if isinstance(value, Mapping):
-        titles = _as_str_list(_field(value, "title", "context"), "context.title")
+        titles = as_str_list(required_field(value, "title", "context"), "context.title")
         body_key = "sentences" if "sentences" in value else "content"
-        bodies = _as_list(_field(value, body_key, "context"), f"context.{body_key}")
+        bodies = as_list(required_field(value, body_key, "context"), f"context.{body_key}")
         if len(titles) != len(bodies):
-            raise _RecordError(f"context: {len(titles)} titles but {len(bodies)} {body_key}")
+            raise RecordShapeError(f"context: {len(titles)} titles but {len(bodies)} {body_key}")
         pairs = list(zip(titles, bodies, strict=True))
     else:
         pairs = []
-        for i, item in enumerate(_as_list(value, "context")):
-            pair = _as_list(item, f"context[{i}]")
+        for i, item in enumerate(as_list(value, "context")):
+            pair = as_list(item, f"context[{i}]")
             if len(pair) != 2:
-                raise _RecordError(f"field 'context[{i}]': expected [title, [sentences]], got {len(pair)} items")
-            pairs.append((_as_str(pair[0], f"context[{i}][0]"), pair[1]))
+                raise RecordShapeError(f"field 'context[{i}]': expected [title, [sentences]], got {len(pair)} items")
+            pairs.append((as_str(pair[0], f"context[{i}][0]"), pair[1]))
     paragraphs = []
     for i, (title, body) in enumerate(pairs):
         if not title.strip():
-            raise _RecordError(f"context paragraph {i} has an empty title")
-        sentences = _as_str_list(body, f"context[{i}] sentences", allow_scalar=True)
+            raise RecordShapeError(f"context paragraph {i} has an empty title")
+        sentences = as_str_list(body, f"context[{i}] sentences", allow_scalar=True)
         paragraphs.append((title, join(sentences)))
     return paragraphs
 
 
-def _add_context(ctx: _ParseContext, paragraphs: list[tuple[str, str]]) -> dict[str, tuple[str, str]]:
+def _add_context(ctx: ParseContext, paragraphs: list[tuple[str, str]]) -> dict[str, tuple[str, str]]:
     """Register the paragraphs in the shared corpus; map each title to its (first) paragraph's key."""
     assert ctx.paragraphs is not None
     by_title: dict[str, tuple[str, str]] = {}
@@ -163,7 +165,7 @@ def _add_context(ctx: _ParseContext, paragraphs: list[tuple[str, str]]) -> dict[
 
 
 def _gold_keys_for_titles(
-    titles: Iterable[str], by_title: Mapping[str, tuple[str, str]], ctx: _ParseContext
+    titles: Iterable[str], by_title: Mapping[str, tuple[str, str]], ctx: ParseContext
 ) -> tuple[tuple[str, str], ...]:
     keys = []
     for title in titles:
@@ -180,63 +182,67 @@ def _gold_keys_for_titles(
 
 
 def _hotpot_common(
-    raw: Mapping[str, Any], ctx: _ParseContext, join: Callable[[list[str]], str]
+    raw: Mapping[str, Any], ctx: ParseContext, join: Callable[[list[str]], str]
 ) -> tuple[str, str, str, tuple[str, ...], tuple[tuple[str, str], ...]]:
-    question = _as_str(_field(raw, "question"), "question")
-    answer = _as_str(_field(raw, "answer"), "answer")
-    rid = _record_id(raw, ctx, question, [answer], ("_id", "id"))
-    facts = _supporting_facts(_field(raw, "supporting_facts"))
-    by_title = _add_context(ctx, _context_paragraphs(_field(raw, "context"), join))
-    titles = _unique(title for title, _ in facts)
+    question = as_str(required_field(raw, "question"), "question")
+    answer = as_str(required_field(raw, "answer"), "answer")
+    rid = record_id(raw, ctx, question, [answer], ("_id", "id"))
+    facts = parse_supporting_facts(required_field(raw, "supporting_facts"))
+    by_title = _add_context(ctx, _context_paragraphs(required_field(raw, "context"), join))
+    titles = unique_texts(title for title, _ in facts)
     return rid, question, answer, titles, _gold_keys_for_titles(titles, by_title, ctx)
 
 
-def _parse_hotpotqa(raw: Mapping[str, Any], ctx: _ParseContext) -> _Draft:
+def parse_hotpotqa(raw: Mapping[str, Any], ctx: ParseContext) -> DraftRecord:
+    """One HotpotQA record, in the official list layout or the Hugging Face column layout."""
     rid, question, answer, titles, gold_keys = _hotpot_common(raw, ctx, _join_hotpotqa)
-    record = _make_record(
+    record = make_record(
         id=rid,
         question=question.strip(),
-        answers=_unique([answer]),
-        gold_entities=_unique([*titles, *_answer_entity(answer)]),
+        answers=unique_texts([answer]),
+        gold_entities=unique_texts([*titles, *answer_entities(answer)]),
         gold_titles=titles,
         hops=2,
         source=ctx.source_for(),
-        metadata=_extra(raw, ("_id", "id", "question", "answer", "context")),
+        metadata=extra_fields(raw, ("_id", "id", "question", "answer", "context")),
     )
-    return _Draft(record, gold_keys, "hotpotqa")
+    return DraftRecord(record, gold_keys, "hotpotqa")
 
 
-def _evidence_entities(value: Any) -> list[str]:
+def evidence_entities(value: Any) -> list[str]:
     """Subjects and objects of 2Wiki's evidence triples, from the list form or the column form."""
     if isinstance(value, Mapping):
-        subjects = _as_str_list(value.get("fact", []), "evidences.fact")
-        objects = _as_str_list(value.get("entity", []), "evidences.entity")
+        subjects = as_str_list(value.get("fact", []), "evidences.fact")
+        objects = as_str_list(value.get("entity", []), "evidences.entity")
         if len(subjects) != len(objects):
-            raise _RecordError(f"evidences: {len(subjects)} facts but {len(objects)} entities")
+            raise RecordShapeError(f"evidences: {len(subjects)} facts but {len(objects)} entities")
         return [e for pair in zip(subjects, objects, strict=True) for e in pair]
     entities = []
-    for i, triple in enumerate(_as_list(value, "evidences")):
-        items = _as_list(triple, f"evidences[{i}]")
+    for i, triple in enumerate(as_list(value, "evidences")):
+        items = as_list(triple, f"evidences[{i}]")
         if len(items) != 3:
-            raise _RecordError(f"field 'evidences[{i}]': expected [subject, relation, object], got {len(items)} items")
-        entities += [_as_str(items[0], f"evidences[{i}][0]"), _as_str(items[2], f"evidences[{i}][2]")]
+            raise RecordShapeError(
+                f"field 'evidences[{i}]': expected [subject, relation, object], got {len(items)} items"
+            )
+        entities += [as_str(items[0], f"evidences[{i}][0]"), as_str(items[2], f"evidences[{i}][2]")]
     return entities
 
 
-def _parse_2wiki(raw: Mapping[str, Any], ctx: _ParseContext) -> _Draft:
+def parse_2wiki(raw: Mapping[str, Any], ctx: ParseContext) -> DraftRecord:
+    """One 2WikiMultihopQA record: HotpotQA's layout plus evidence triples."""
     rid, question, answer, titles, gold_keys = _hotpot_common(raw, ctx, _join_adaptive)
-    evidence = _evidence_entities(raw.get("evidences") or [])
-    record = _make_record(
+    evidence = evidence_entities(raw.get("evidences") or [])
+    record = make_record(
         id=rid,
         question=question.strip(),
-        answers=_unique([answer]),
-        gold_entities=_unique([*titles, *evidence, *_answer_entity(answer)]),
+        answers=unique_texts([answer]),
+        gold_entities=unique_texts([*titles, *evidence, *answer_entities(answer)]),
         gold_titles=titles,
         hops=len(titles) or None,
         source=ctx.source_for(),
-        metadata=_extra(raw, ("_id", "id", "question", "answer", "context")),
+        metadata=extra_fields(raw, ("_id", "id", "question", "answer", "context")),
     )
-    return _Draft(record, gold_keys, "2wiki")
+    return DraftRecord(record, gold_keys, "2wiki")
 
 
 # ----------------------------------------------------------------------------------- MuSiQue parser
@@ -244,36 +250,38 @@ def _parse_2wiki(raw: Mapping[str, Any], ctx: _ParseContext) -> _Draft:
 
 def _musique_paragraphs(value: Any) -> list[tuple[int, str, str, bool]]:
     paragraphs = []
-    for i, item in enumerate(_as_list(value, "paragraphs")):
-        para = _as_mapping(item, f"paragraphs[{i}]")
-        idx = _as_int(para.get("idx", i), f"paragraphs[{i}].idx")
-        title = _as_str(_field(para, "title", f"paragraphs[{i}]"), f"paragraphs[{i}].title")
+    for i, item in enumerate(as_list(value, "paragraphs")):
+        para = as_mapping(item, f"paragraphs[{i}]")
+        idx = as_int(para.get("idx", i), f"paragraphs[{i}].idx")
+        title = as_str(required_field(para, "title", f"paragraphs[{i}]"), f"paragraphs[{i}].title")
         if not title.strip():
-            raise _RecordError(f"paragraphs[{i}] has an empty title")
-        text = _as_str(_field(para, "paragraph_text", f"paragraphs[{i}]"), f"paragraphs[{i}].paragraph_text")
+            raise RecordShapeError(f"paragraphs[{i}] has an empty title")
+        text = as_str(required_field(para, "paragraph_text", f"paragraphs[{i}]"), f"paragraphs[{i}].paragraph_text")
         paragraphs.append((idx, title, text.strip(), bool(para.get("is_supporting", False))))
     return paragraphs
 
 
-def _decomposition(value: Any) -> list[Mapping[str, Any]]:
+def parse_decomposition(value: Any) -> list[Mapping[str, Any]]:
+    """MuSiQue's `question_decomposition` as a list of step objects."""
     return [
-        _as_mapping(step, f"question_decomposition[{i}]")
-        for i, step in enumerate(_as_list(value, "question_decomposition"))
+        as_mapping(step, f"question_decomposition[{i}]")
+        for i, step in enumerate(as_list(value, "question_decomposition"))
     ]
 
 
-def _decomposition_answers(steps: list[Mapping[str, Any]]) -> list[str]:
+def decomposition_answers(steps: list[Mapping[str, Any]]) -> list[str]:
+    """The answer of each decomposition step, in order."""
     return [
-        _as_str(step["answer"], f"question_decomposition[{i}].answer")
+        as_str(step["answer"], f"question_decomposition[{i}].answer")
         for i, step in enumerate(steps)
         if step.get("answer") is not None
     ]
 
 
-def _chain_entities(step_answers: Iterable[str], answer: str) -> tuple[str, ...]:
+def chain_entities(step_answers: Iterable[str], answer: str) -> tuple[str, ...]:
     """Decomposition answers, deduplicated, with the final answer last."""
-    entities = [e for e in _unique(step_answers) if e != answer.strip()]
-    return _unique([*entities, answer])
+    entities = [e for e in unique_texts(step_answers) if e != answer.strip()]
+    return unique_texts([*entities, answer])
 
 
 def _musique_gold_keys(
@@ -284,9 +292,9 @@ def _musique_gold_keys(
         support = step.get("paragraph_support_idx")
         if support is None:
             continue
-        support = _as_int(support, f"question_decomposition[{i}].paragraph_support_idx")
+        support = as_int(support, f"question_decomposition[{i}].paragraph_support_idx")
         if support not in keys:
-            raise _RecordError(
+            raise RecordShapeError(
                 f"question_decomposition[{i}].paragraph_support_idx {support} matches no paragraph "
                 f"(paragraph idx values: {sorted(keys)})"
             )
@@ -296,13 +304,14 @@ def _musique_gold_keys(
     return tuple(dict.fromkeys(ordered))
 
 
-def _parse_musique(raw: Mapping[str, Any], ctx: _ParseContext) -> _Draft:
+def parse_musique(raw: Mapping[str, Any], ctx: ParseContext) -> DraftRecord:
+    """One MuSiQue record: decomposition steps and, where present, paragraphs."""
     assert ctx.paragraphs is not None
-    question = _as_str(_field(raw, "question"), "question")
-    answer = _as_str(_field(raw, "answer"), "answer")
-    aliases = _as_str_list(raw.get("answer_aliases") or [], "answer_aliases")
-    rid = _record_id(raw, ctx, question, [answer, *aliases])
-    steps = _decomposition(_field(raw, "question_decomposition"))
+    question = as_str(required_field(raw, "question"), "question")
+    answer = as_str(required_field(raw, "answer"), "answer")
+    aliases = as_str_list(raw.get("answer_aliases") or [], "answer_aliases")
+    rid = record_id(raw, ctx, question, [answer, *aliases])
+    steps = parse_decomposition(required_field(raw, "question_decomposition"))
     gold_keys: tuple[tuple[str, str], ...] = ()
     # Question-only releases leave the paragraphs out: the record keeps its answers, aliases,
     # decomposition entities and hops, and has no gold documents.
@@ -310,14 +319,14 @@ def _parse_musique(raw: Mapping[str, Any], ctx: _ParseContext) -> _Draft:
         paragraphs = _musique_paragraphs(raw["paragraphs"])
         keys = {idx: ctx.paragraphs.add(title, text) for idx, title, text, _ in paragraphs}
         gold_keys = _musique_gold_keys(steps, paragraphs, keys)
-    record = _make_record(
+    record = make_record(
         id=rid,
         question=question.strip(),
-        answers=_unique([answer, *aliases]),
-        gold_entities=_chain_entities(_decomposition_answers(steps), answer),
-        gold_titles=_unique(title for title, _ in gold_keys),
+        answers=unique_texts([answer, *aliases]),
+        gold_entities=chain_entities(decomposition_answers(steps), answer),
+        gold_titles=unique_texts(title for title, _ in gold_keys),
         hops=len(steps) or None,
         source=ctx.source_for(),
-        metadata=_extra(raw, ("id", "question", "answer", "answer_aliases", "paragraphs")),
+        metadata=extra_fields(raw, ("id", "question", "answer", "answer_aliases", "paragraphs")),
     )
-    return _Draft(record, gold_keys, "musique")
+    return DraftRecord(record, gold_keys, "musique")

@@ -31,7 +31,8 @@ _WS = re.compile(r"[ \t\n\r]*")
 _SURROGATE = re.compile("[\udc80-\udcff]")
 
 
-class _Raw(NamedTuple):
+class RawRecord(NamedTuple):
+    """One record as read from the file, before any format is applied."""
     where: str
     """The record's position, as error messages show it."""
     number: int
@@ -46,7 +47,8 @@ class Unreadable(NamedTuple):
     """The error the record would have raised, file and position included."""
 
 
-def _label(raw: _Raw) -> str:
+def record_label(raw: RawRecord) -> str:
+    """The record's position, with its id where it has one, as error messages show it."""
     value = raw.value
     if isinstance(value, Mapping):
         rid = value.get("_id", value.get("id"))
@@ -55,7 +57,7 @@ def _label(raw: _Raw) -> str:
     return raw.where
 
 
-def _iter_raw(file: Path, *, skip_bad_lines: bool = False) -> Iterator[_Raw]:
+def iter_raw_records(file: Path, *, skip_bad_lines: bool = False) -> Iterator[RawRecord]:
     """The file's raw records. With `skip_bad_lines`, a jsonl line that is not JSON (or a TSV/CSV row with
     the wrong number of fields) comes as an `Unreadable` value instead of raising; a broken JSON list or
     parquet file still raises, since nothing after the break can be located."""
@@ -65,7 +67,7 @@ def _iter_raw(file: Path, *, skip_bad_lines: bool = False) -> Iterator[_Raw]:
     if kind in ("tsv", "csv"):
         return _iter_delimited(file, "\t" if kind == "tsv" else ",", skip_bad_lines)
     if _first_significant_byte(file) == b"[":
-        return _iter_json_array(file)
+        return iter_json_array(file)
     return _iter_json_lines(file, skip_bad_lines)
 
 
@@ -120,7 +122,7 @@ def _first_significant_byte(file: Path) -> bytes:
     return head[:1]
 
 
-def _iter_json_lines(file: Path, skip_bad_lines: bool = False) -> Iterator[_Raw]:
+def _iter_json_lines(file: Path, skip_bad_lines: bool = False) -> Iterator[RawRecord]:
     try:
         with _open_binary(file) as fh:
             for lineno, line in enumerate(fh, 1):
@@ -129,14 +131,14 @@ def _iter_json_lines(file: Path, skip_bad_lines: bool = False) -> Iterator[_Raw]
                 except DataError as exc:
                     if not skip_bad_lines:
                         raise
-                    raw = _Raw(f"at line {lineno}", lineno, Unreadable(str(exc)))
+                    raw = RawRecord(f"at line {lineno}", lineno, Unreadable(str(exc)))
                 if raw is not None:
                     yield raw
     except (OSError, EOFError, zlib.error) as exc:
         raise DataError(f"cannot read the file (truncated or corrupt compressed data?): {exc}", path=file) from exc
 
 
-def _decode_json_line(file: Path, lineno: int, line: bytes) -> _Raw | None:
+def _decode_json_line(file: Path, lineno: int, line: bytes) -> RawRecord | None:
     where = f"at line {lineno}"
     if lineno == 1:
         line = line.removeprefix(codecs.BOM_UTF8)
@@ -149,7 +151,7 @@ def _decode_json_line(file: Path, lineno: int, line: bytes) -> _Raw | None:
     if not text.strip():
         return None
     try:
-        return _Raw(where, lineno, json.loads(text))
+        return RawRecord(where, lineno, json.loads(text))
     except json.JSONDecodeError as exc:
         hint = (
             " (the line is cut short: is the file truncated?)"
@@ -195,7 +197,8 @@ def _read_all_text(file: Path) -> str:
     return data.removeprefix(codecs.BOM_UTF8).decode("utf-8", errors="surrogateescape")
 
 
-def _iter_json_array(file: Path) -> Iterator[_Raw]:
+def iter_json_array(file: Path) -> Iterator[RawRecord]:
+    """The elements of the file's top-level JSON list, one at a time."""
     text = _read_all_text(file)
     bad = _SURROGATE.search(text)
     bad_pos = bad.start() if bad else None
@@ -204,7 +207,7 @@ def _iter_json_array(file: Path) -> Iterator[_Raw]:
             line = text.count("\n", 0, bad_pos) + 1
             raw_byte = text[bad_pos].encode("utf-8", "surrogateescape")
             raise DataError(_not_utf8_message(raw_byte, f"line {line}"), path=file, record=index)
-        yield _Raw(str(index), index, value)
+        yield RawRecord(str(index), index, value)
 
 
 def _scan_json_array(text: str, file: Path) -> Iterator[tuple[int, Any, int, int]]:
@@ -256,7 +259,7 @@ def _check_array_end(text: str, pos: int, file: Path) -> None:
         raise DataError(f"unexpected data after the closing ']' of the record list, at line {line}", path=file)
 
 
-def _iter_parquet(file: Path) -> Iterator[_Raw]:
+def _iter_parquet(file: Path) -> Iterator[RawRecord]:
     pq = _import_parquet(file)
     source: Any = io.BytesIO(_read_all_bytes(file)) if _is_gzip(file) else file
     try:
@@ -267,7 +270,7 @@ def _iter_parquet(file: Path) -> Iterator[_Raw]:
     try:
         for batch in reader.iter_batches(batch_size=1024):
             for value in batch.to_pylist():
-                yield _Raw(f"at row {row}", row, value)
+                yield RawRecord(f"at row {row}", row, value)
                 row += 1
     except (OSError, ValueError, TypeError, NotImplementedError) as exc:  # pyarrow's errors derive from these
         raise DataError(
@@ -283,7 +286,7 @@ def _import_parquet(file: Path) -> Any:
     return pq
 
 
-def _iter_delimited(file: Path, delimiter: str, skip_bad_lines: bool = False) -> Iterator[_Raw]:
+def _iter_delimited(file: Path, delimiter: str, skip_bad_lines: bool = False) -> Iterator[RawRecord]:
     """Rows of a TSV or CSV file with a header line, as {lowercased column: string value}."""
     csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
     kind, separator = ("TSV", "tab") if delimiter == "\t" else ("CSV", "comma")
@@ -315,8 +318,8 @@ def _iter_delimited(file: Path, delimiter: str, skip_bad_lines: bool = False) ->
                 )
                 if not skip_bad_lines:
                     raise error
-                yield _Raw(where, reader.line_num, Unreadable(str(error)))
+                yield RawRecord(where, reader.line_num, Unreadable(str(error)))
                 continue
-            yield _Raw(where, reader.line_num, dict(zip(columns, row, strict=True)))
+            yield RawRecord(where, reader.line_num, dict(zip(columns, row, strict=True)))
     except csv.Error as exc:
         raise DataError(f"unreadable {kind} row: {exc}", path=file, record=f"line {reader.line_num}") from exc

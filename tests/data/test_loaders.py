@@ -405,9 +405,9 @@ def test_searchr1_rows_with_duplicate_ids_across_sources(tmp_path):
 
 def test_answer_lists_may_be_numpy_arrays():
     np = pytest.importorskip("numpy")
-    from searchgym.data.fields import _as_str_list
+    from searchgym.data.fields import as_str_list
 
-    assert _as_str_list(np.array(["x", "y"], dtype=object), "target") == ["x", "y"]
+    assert as_str_list(np.array(["x", "y"], dtype=object), "target") == ["x", "y"]
 
 
 def test_limit_stops_reading_early(tmp_path):

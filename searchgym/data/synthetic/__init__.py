@@ -58,7 +58,7 @@ Questions
 entity; each relation on the chain must have exactly one object for its subject (so the answer is unique)
 and no entity repeats; a subject with two objects (a person with two employers, a founder of several
 organisations) is never asked about through that relation. Hidden intermediate entities are described
-through the template tables of `templates` (`_DESCRIBE`, `_ASK`), e.g. "In which country is the city where the
+through the template tables of `templates` (`DESCRIBE`, `ASK`), e.g. "In which country is the city where the
 author of the novel 'Tide of Ash' was born?". Start entities are partitioned once per world
 (`WorldConfig.test_fraction`), so train and test questions never start from the same entity.
 

@@ -10,24 +10,24 @@ import numpy as np
 
 from searchgym.corpus.corpus import Corpus
 from searchgym.data.synthetic.config import WorldConfig
-from searchgym.data.synthetic.draws import _STREAM_NAMES, _STREAM_RELATIONS, _STREAM_SPLIT, _Draws, _rng
+from searchgym.data.synthetic.draws import STREAM_NAMES, STREAM_RELATIONS, STREAM_SPLIT, Draws, stream_rng
 from searchgym.data.synthetic.entities import Entity, EntityTable
-from searchgym.data.synthetic.filler import _OCCUPATION_SHARES, _OCCUPATIONS
-from searchgym.data.synthetic.names import _draw_aliases, _draw_names, _twin_name, _WordSource
-from searchgym.data.synthetic.passages import _PassageWriter
+from searchgym.data.synthetic.filler import OCCUPATION_SHARES, OCCUPATIONS
+from searchgym.data.synthetic.names import WordSource, draw_aliases, draw_names, twin_name
+from searchgym.data.synthetic.passages import PassageWriter
 from searchgym.data.synthetic.templates import (
-    _KIND_MINIMUM,
-    _KIND_SHARES,
-    _KIND_TYPE,
-    _ORG_KINDS,
-    _PUBLISHER_KIND,
-    _WORK_KINDS,
+    KIND_MINIMUM,
+    KIND_SHARES,
+    KIND_TYPE,
+    ORG_KINDS,
+    PUBLISHER_KIND,
     RELATIONS,
+    WORK_KINDS,
 )
 
 
 class _WorldParts(NamedTuple):
-    """What `_Builder.build` draws: the arguments of `SyntheticWorld` after the config."""
+    """What `WorldBuilder.build` draws: the arguments of `SyntheticWorld` after the config."""
 
     entities: EntityTable
     relations: dict[str, dict[int, tuple[int, ...]]]
@@ -36,31 +36,32 @@ class _WorldParts(NamedTuple):
     test_starts: np.ndarray
 
 
-class _Builder:
-    """Draws a world in stages: names, relations, attributes, passages. Private; use SyntheticWorld.generate."""
+class WorldBuilder:
+    """Draws a world in stages: names, relations, attributes, passages. Internal to the generator; use
+    SyntheticWorld.generate."""
 
     def __init__(self, config: WorldConfig):
         self.config = config
         self.n = config.num_entities
-        self._writer = _PassageWriter(config)
+        self._writer = PassageWriter(config)
 
     def _counts(self) -> tuple[dict[str, int], int]:
         n_base = round(self.n / (1.0 + self.config.distractor_rate))
-        counts = {k: max(_KIND_MINIMUM.get(k, 2), round(share * n_base)) for k, share in _KIND_SHARES.items()}
+        counts = {k: max(KIND_MINIMUM.get(k, 2), round(share * n_base)) for k, share in KIND_SHARES.items()}
         counts = {"person": n_base - sum(counts.values()), **counts}
         return counts, self.n - n_base
 
     def build(self) -> _WorldParts:
         cfg = self.config
         counts, n_twins = self._counts()
-        name_rng = _rng(cfg.seed, _STREAM_NAMES)
-        words = _WordSource(name_rng)
+        name_rng = stream_rng(cfg.seed, STREAM_NAMES)
+        words = WordSource(name_rng)
         keys: set[str] = set()
 
         kinds: list[str] = []
         names: list[str] = []
         for kind, count in counts.items():
-            for name in _draw_names(kind, count, words, name_rng, keys):
+            for name in draw_names(kind, count, words, name_rng, keys):
                 kinds.append(kind)
                 names.append(name)
         n_base = len(names)
@@ -68,11 +69,11 @@ class _Builder:
         # Twins: confusable names of randomly chosen base entities.
         twin_of: list[int] = [-1] * n_base
         originals = name_rng.choice(n_base, size=n_twins, replace=False).tolist() if n_twins else []
-        draws = _Draws(name_rng.random(max(64, 24 * n_twins)).tolist())
+        draws = Draws(name_rng.random(max(64, 24 * n_twins)).tolist())
         for orig in originals:
-            twin = _twin_name(kinds[orig], names[orig], draws, keys)
+            twin = twin_name(kinds[orig], names[orig], draws, keys)
             if twin is None:  # no confusable variant free: a plain new entity of the kind keeps the count exact
-                twin = _draw_names(kinds[orig], 1, words, name_rng, keys)[0]
+                twin = draw_names(kinds[orig], 1, words, name_rng, keys)[0]
                 twin_of.append(-1)
             else:
                 twin_of.append(orig)
@@ -89,18 +90,18 @@ class _Builder:
         twin_of = [position[twin_of[o]] if twin_of[o] >= 0 else -1 for o in order]
 
         by_kind: dict[str, np.ndarray] = {k: np.array([i for i, kk in enumerate(kinds) if kk == k], dtype=np.int64)
-                                          for k in _KIND_TYPE}
-        rel_rng = _rng(cfg.seed, _STREAM_RELATIONS)
+                                          for k in KIND_TYPE}
+        rel_rng = stream_rng(cfg.seed, STREAM_RELATIONS)
         attrs: list[dict[str, Any]] = [{} for _ in kinds]
         relations = self._relations(rel_rng, kinds, by_kind, twin_of, attrs)
-        aliases = _draw_aliases(cfg.seed, names, kinds, attrs, keys)
+        aliases = draw_aliases(cfg.seed, names, kinds, attrs, keys)
 
         ids = [f"{kind}-{i:06d}" for i, kind in enumerate(kinds)]
         entities = EntityTable([
             Entity(
                 id=ids[i],
                 name=names[i],
-                type=_KIND_TYPE[kinds[i]],
+                type=KIND_TYPE[kinds[i]],
                 kind=kinds[i],
                 aliases=aliases[i],
                 twin_of=ids[twin_of[i]] if twin_of[i] >= 0 else None,
@@ -111,7 +112,7 @@ class _Builder:
         docs, fact_section = self._writer.passages(entities, relations, attrs)
         corpus = Corpus(docs, name=f"synthetic-{cfg.num_entities}-{cfg.seed}")
 
-        split_order = _rng(cfg.seed, _STREAM_SPLIT).permutation(len(kinds))
+        split_order = stream_rng(cfg.seed, STREAM_SPLIT).permutation(len(kinds))
         test_starts = np.sort(split_order[: round(cfg.test_fraction * len(kinds))])
         return _WorldParts(entities, relations, corpus, fact_section, test_starts)
 
@@ -122,7 +123,7 @@ class _Builder:
         rel: dict[str, dict[int, tuple[int, ...]]] = {r: {} for r in RELATIONS}
         persons, cities, countries = by_kind["person"], by_kind["city"], by_kind["country"]
         universities = by_kind["university"]
-        orgs = np.sort(np.concatenate([by_kind[k] for k in _ORG_KINDS]))
+        orgs = np.sort(np.concatenate([by_kind[k] for k in ORG_KINDS]))
 
         def uniform_choice(pool: np.ndarray, size: int) -> list[int]:
             return pool[rng.integers(0, len(pool), size)].tolist()
@@ -131,14 +132,14 @@ class _Builder:
         n_p = len(persons)
         years = rng.integers(1820, 1961, n_p).tolist()  # founding and release years stay before 2021
         genders = (rng.random(n_p) < 0.5).tolist()
-        groups = list(_OCCUPATION_SHARES)
-        group_idx = rng.choice(len(groups), size=n_p, p=list(_OCCUPATION_SHARES.values()))
+        groups = list(OCCUPATION_SHARES)
+        group_idx = rng.choice(len(groups), size=n_p, p=list(OCCUPATION_SHARES.values()))
         group_idx[: len(groups)] = np.arange(len(groups))  # every group has at least one member
         occ_u = rng.random(n_p).tolist()
         members: dict[str, list[int]] = {g: [] for g in groups}
         for j, p in enumerate(persons.tolist()):
             group = groups[int(group_idx[j])]
-            occupations = _OCCUPATIONS[group]
+            occupations = OCCUPATIONS[group]
             attrs[p].update(birth_year=years[j], pronoun="she" if genders[j] else "he", occupation_group=group,
                             occupation=occupations[min(int(occ_u[j] * len(occupations)), len(occupations) - 1)])
             members[group].append(p)
@@ -188,11 +189,11 @@ class _Builder:
             attrs[o]["founding_year"] = attrs[founders[j]]["birth_year"] + gaps[j]
 
         # Works: creator from the matching occupation group, publisher of the matching kind.
-        for kind in _WORK_KINDS:
+        for kind in WORK_KINDS:
             works = by_kind[kind]
             creators = np.array(members[kind], dtype=np.int64)
             made_by = uniform_choice(creators, len(works))
-            issued = uniform_choice(by_kind[_PUBLISHER_KIND[kind]], len(works))
+            issued = uniform_choice(by_kind[PUBLISHER_KIND[kind]], len(works))
             gaps = rng.integers(20, 56, len(works)).tolist()
             for j, w in enumerate(works.tolist()):
                 rel["created_by"][w] = (made_by[j],)
@@ -204,7 +205,7 @@ class _Builder:
                       "headquartered_in": lambda e: cities, "founded_by": lambda e: persons,
                       "located_in": lambda e: countries,
                       "created_by": lambda e: np.array(members[kinds[e]], dtype=np.int64),
-                      "published_by": lambda e: by_kind[_PUBLISHER_KIND[kinds[e]]]}
+                      "published_by": lambda e: by_kind[PUBLISHER_KIND[kinds[e]]]}
         shift = rng.integers(1, 1 << 30, len(kinds)).tolist()
         for t, o in enumerate(twin_of):
             if o < 0:
@@ -215,7 +216,7 @@ class _Builder:
                     if len(pool) > 1:
                         here = pool.index(rel[r][t][0])
                         rel[r][t] = (pool[(here + 1 + shift[t] % (len(pool) - 1)) % len(pool)],)
-            if "year" in attrs[t] and kinds[t] in _WORK_KINDS:
+            if "year" in attrs[t] and kinds[t] in WORK_KINDS:
                 creator = rel["created_by"][t][0]
                 attrs[t]["year"] = max(attrs[t]["year"], attrs[creator]["birth_year"] + 20)
             if "founding_year" in attrs[t]:

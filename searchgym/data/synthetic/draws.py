@@ -12,14 +12,15 @@ from typing import Any
 import numpy as np
 
 # Independent random streams, so that e.g. changing the filler text does not reshuffle the relations.
-_STREAM_NAMES, _STREAM_RELATIONS, _STREAM_TEXT, _STREAM_SPLIT, _STREAM_QUESTIONS = 1, 2, 3, 4, 5
+STREAM_NAMES, STREAM_RELATIONS, STREAM_TEXT, STREAM_SPLIT, STREAM_QUESTIONS = 1, 2, 3, 4, 5
 
 
-def _rng(*key: int) -> np.random.Generator:
+def stream_rng(*key: int) -> np.random.Generator:
+    """A generator seeded by `key` (seeds and a stream number), independent of every other key."""
     return np.random.default_rng(np.random.SeedSequence([int(k) for k in key]))
 
 
-class _Draws:
+class Draws:
     """Sequential uniform draws from one precomputed row, so that per-entity text choices cost no Generator
     call each. Wraps around if a very long passage consumes the row (still deterministic)."""
 

@@ -6,9 +6,9 @@ an entity's passages only the fact's passage matches "<name> <keyword>".
 
 from __future__ import annotations
 
-from searchgym.data.synthetic.templates import _KIND_TYPE
+from searchgym.data.synthetic.templates import KIND_TYPE
 
-_SLOTS: dict[str, tuple[str, ...]] = {
+SLOTS: dict[str, tuple[str, ...]] = {
     "temper": ("quiet", "restless", "patient", "sharp", "generous", "reserved", "cheerful", "stubborn"),
     "topic": ("river trade", "early printing", "coastal birds", "folk music", "bridge design", "old maps",
               "weather records", "local dialects", "lens grinding", "public health", "rail timetables",
@@ -52,7 +52,8 @@ _SLOTS: dict[str, tuple[str, ...]] = {
     "album_genre": ("jazz", "folk", "rock", "blues", "synth-pop", "soul", "chamber pop"),
     "city_kind": ("city", "port city", "market town", "river town", "mountain town", "city"),
 }
-_NUMERIC_SLOTS: dict[str, tuple[int, int, int]] = {
+"""Word choices for the `{slot}` placeholders of intros and filler sentences."""
+NUMERIC_SLOTS: dict[str, tuple[int, int, int]] = {
     # name: (low, high, step) of a uniformly drawn number
     "population": (8_000, 900_000, 1_000),
     "year_c": (1790, 1985, 1),
@@ -63,8 +64,9 @@ _NUMERIC_SLOTS: dict[str, tuple[int, int, int]] = {
     "tracks": (7, 16, 1),
     "students": (2_000, 40_000, 500),
 }
+"""Placeholders filled with a number drawn uniformly from (low, high, step)."""
 
-_INTROS: dict[str, tuple[str, ...]] = {
+INTROS: dict[str, tuple[str, ...]] = {
     "person": ("{S} is {a_occupation} whose career spanned several decades.",
                "{S} is {a_occupation} with a long and varied career.",
                "{S} is a widely respected {occupation}."),
@@ -78,8 +80,9 @@ _INTROS: dict[str, tuple[str, ...]] = {
     "film": ("{S} is a {film_genre} film from {year}.",),
     "album": ("{S} is a {album_genre} album from {year}.",),
 }
+"""An overview passage's first sentence, for the kinds that have their own."""
 
-_FILLERS: dict[str, tuple[str, ...]] = {
+FILLERS: dict[str, tuple[str, ...]] = {
     "person": (
         "{S} was known among colleagues for a {temper} temperament and a dry sense of humour.",
         "{S} kept detailed notebooks on {topic}, which were later given to a regional archive.",
@@ -274,20 +277,24 @@ _FILLERS: dict[str, tuple[str, ...]] = {
         "The original tapes were thought lost for years.",
     ),
 }
-_FILLER_ORDERS = 64  # distinct filler orders per pool; an entity uses one, from a random start
-_FILLER_GROUP = {kind: ("organisation" if _KIND_TYPE[kind] == "organisation" else kind) for kind in _KIND_TYPE}
+"""Sentences that state no fact, by kind (organisations share one pool, see `FILLER_GROUP`)."""
+FILLER_ORDERS = 64  # distinct filler orders per pool; an entity uses one, from a random start
+FILLER_GROUP = {kind: ("organisation" if KIND_TYPE[kind] == "organisation" else kind) for kind in KIND_TYPE}
+"""The filler pool each kind draws from: one for all organisations, else the kind's own."""
 
-_OCCUPATIONS: dict[str, tuple[str, ...]] = {
+OCCUPATIONS: dict[str, tuple[str, ...]] = {
     "book": ("novelist", "poet", "essayist", "playwright"),
     "film": ("filmmaker", "screenwriter"),
     "album": ("composer", "singer", "pianist", "guitarist", "songwriter"),
     "other": ("engineer", "physician", "economist", "architect", "chemist", "lawyer", "historian",
               "mathematician", "banker", "diplomat", "botanist", "journalist", "industrialist", "teacher"),
 }
-_OCCUPATION_SHARES = {"book": 0.2, "film": 0.1, "album": 0.15, "other": 0.55}
+"""A person's occupation, by group: creators of books, films or albums, and everyone else."""
+OCCUPATION_SHARES = {"book": 0.2, "film": 0.1, "album": 0.15, "other": 0.55}
+"""Share of persons in each group of `OCCUPATIONS`."""
 
 # Sentence subject after a passage's first sentence, by kind.
-_BODY_SUBJECT = {
+BODY_SUBJECT = {
     "city": ("It", "The city"),
     "country": ("It", "The state"),
     "company": ("It", "The company"),
@@ -299,7 +306,7 @@ _BODY_SUBJECT = {
     "film": ("It", "The film"),
     "album": ("It", "The album"),
 }
-_PRONOUNS = {  # pron, obj, poss
+PRONOUNS = {  # pron, obj, poss
     "she": ("she", "her", "her"),
     "he": ("he", "him", "his"),
     "it": ("it", "it", "its"),

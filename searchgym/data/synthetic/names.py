@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from searchgym.data.synthetic.draws import _STREAM_NAMES, _Draws, _rng
-from searchgym.data.synthetic.templates import _KEYWORD, _KIND_TYPE
+from searchgym.data.synthetic.draws import STREAM_NAMES, Draws, stream_rng
+from searchgym.data.synthetic.templates import KIND_TYPE, RELATION_KEYWORDS
 
 # Syllable parts, repeated to weight them: mostly single consonants and plain vowels, a few clusters.
 _ONSETS = ("b", "d", "f", "g", "h", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z") * 3 + (
@@ -21,7 +21,8 @@ _ONSETS = ("b", "d", "f", "g", "h", "k", "l", "m", "n", "p", "r", "s", "t", "v",
 _NUCLEI = ("a", "e", "i", "o", "u") * 3 + ("a", "e", "o", "ai", "ei", "ou", "au")
 _MEDIAL_CODAS = ("",) * 8 + ("n", "r", "l", "s")
 _FINAL_CODAS = ("", "", "", "n", "r", "l", "s", "x", "m", "nd", "rn", "st", "th", "v", "rd", "lt", "sk")
-_VOWELS = "aeiou"
+VOWELS = "aeiou"
+"""The vowel letters (twin names swap one; `a` or `an` follows one)."""
 _BAD_CLUSTER = re.compile(r"[^aeiouy]{3}|[aeiouy]{3}|(.)\1\1|quu|^[^aeiouy]{2}[^aeiouyrlh]")
 
 _CITY_PREFIXES = ("Port", "New", "Fort", "Saint", "Upper", "Lower", "East", "West", "North", "South", "Old",
@@ -72,7 +73,7 @@ _STOPWORDS = frozenset((
     "of", "on", "or", "such", "that", "the", "their", "then", "there", "these", "they", "this", "to", "was",
     "will", "with",
 ))
-_KEYWORDS = frozenset(_KEYWORD.values())
+_KEYWORDS = frozenset(RELATION_KEYWORDS.values())
 
 
 def _content_tokens(text: str) -> list[str]:
@@ -89,7 +90,7 @@ def _name_key(name: str) -> str:
 # ---------------------------------------------------------------------------------------------------------
 
 
-class _WordSource:
+class WordSource:
     """Unique, pronounceable fictional words, drawn in batches from a seeded Generator."""
 
     def __init__(self, rng: np.random.Generator):
@@ -124,14 +125,14 @@ class _WordSource:
         return out
 
 
-def _mutate_vowel(word: str, draws: _Draws) -> str:
+def _mutate_vowel(word: str, draws: Draws) -> str:
     """`word` with one vowel replaced by another: a near-identical but distinct name token."""
-    positions = [i for i, ch in enumerate(word.lower()) if ch in _VOWELS]
+    positions = [i for i, ch in enumerate(word.lower()) if ch in VOWELS]
     if not positions:
         return word
     i = draws.pick(positions)
     old = word[i].lower()
-    new = draws.pick([v for v in _VOWELS if v != old])
+    new = draws.pick([v for v in VOWELS if v != old])
     if word[i].isupper():
         new = new.upper()
     return word[:i] + new + word[i + 1:]
@@ -146,7 +147,7 @@ def _claim_name(name: str, keys: set[str]) -> bool:
     return True
 
 
-def _draw_names(kind: str, count: int, words: _WordSource, rng: np.random.Generator, keys: set[str]) -> list[str]:
+def draw_names(kind: str, count: int, words: WordSource, rng: np.random.Generator, keys: set[str]) -> list[str]:
     """`count` new unique names for `kind`."""
     out: list[str] = []
     if kind == "person":
@@ -188,7 +189,7 @@ def _compose_name(kind: str, core: str, extra: str, u: list[float]) -> str:
         return f"{pick(_CITY_PREFIXES, u[1])} {core}" if u[0] < 0.3 else core
     if kind == "country":
         suffix = pick(_COUNTRY_SUFFIXES, u[1])
-        stem = core[:-1] if core[-1] in _VOWELS and suffix[0] in _VOWELS else core
+        stem = core[:-1] if core[-1] in VOWELS and suffix[0] in VOWELS else core
         return stem + suffix
     if kind == "company":
         suffix = pick(_ORG_SUFFIXES["company"], u[1])
@@ -213,7 +214,7 @@ def _compose_name(kind: str, core: str, extra: str, u: list[float]) -> str:
     return f"{adj} {core}"
 
 
-def _twin_name(kind: str, name: str, draws: _Draws, keys: set[str]) -> str | None:
+def twin_name(kind: str, name: str, draws: Draws, keys: set[str]) -> str | None:
     """A free name confusable with `name`, or None."""
     parts = name.split(" ")
     for _ in range(12):
@@ -227,7 +228,7 @@ def _twin_name(kind: str, name: str, draws: _Draws, keys: set[str]) -> str | Non
             suffix = draws.pick(_ORG_SUFFIXES[kind])
             stem = [p for p in parts if not any(p in s.split() for s in _ORG_SUFFIXES[kind])]
             cand = stem + suffix.split()
-        elif _KIND_TYPE[kind] == "work" and r < 0.6:
+        elif KIND_TYPE[kind] == "work" and r < 0.6:
             # One title word swapped for another of the same class.
             slots = [i for i, p in enumerate(parts) if p in _TITLE_ADJECTIVES or p in _TITLE_NOUNS]
             if not slots:
@@ -247,10 +248,10 @@ def _twin_name(kind: str, name: str, draws: _Draws, keys: set[str]) -> str | Non
     return None
 
 
-def _draw_aliases(seed: int, names: list[str], kinds: list[str], attrs: list[dict[str, Any]],
+def draw_aliases(seed: int, names: list[str], kinds: list[str], attrs: list[dict[str, Any]],
                   keys: set[str]) -> list[tuple[str, ...]]:
     """Per entity, its aliases: acronyms of long company names, formal names of countries."""
-    rng_u = _rng(seed, _STREAM_NAMES, 1).random(len(names)).tolist()
+    rng_u = stream_rng(seed, STREAM_NAMES, 1).random(len(names)).tolist()
     proposals: list[str | None] = [None] * len(names)
     for i, (name, kind) in enumerate(zip(names, kinds, strict=True)):
         if kind == "company" and len(name.split()) >= 3:

@@ -1,6 +1,6 @@
 """Passages: per entity an overview and fact sections, padded with filler to one drawn length.
 
-Every relation of an entity is stated in exactly one of its passages (`_FACT_SECTION`), in a sentence that
+Every relation of an entity is stated in exactly one of its passages (`FACT_SECTION`), in a sentence that
 holds the relation's keyword; the rest is filler (`filler.py`).
 """
 
@@ -11,59 +11,59 @@ from typing import Any
 
 from searchgym.corpus.corpus import Document
 from searchgym.data.synthetic.config import WorldConfig
-from searchgym.data.synthetic.draws import _STREAM_TEXT, _Draws, _rng
+from searchgym.data.synthetic.draws import STREAM_TEXT, Draws, stream_rng
 from searchgym.data.synthetic.entities import EntityTable
 from searchgym.data.synthetic.filler import (
-    _BODY_SUBJECT,
-    _FILLER_GROUP,
-    _FILLER_ORDERS,
-    _FILLERS,
-    _INTROS,
-    _NUMERIC_SLOTS,
-    _PRONOUNS,
-    _SLOTS,
+    BODY_SUBJECT,
+    FILLER_GROUP,
+    FILLER_ORDERS,
+    FILLERS,
+    INTROS,
+    NUMERIC_SLOTS,
+    PRONOUNS,
+    SLOTS,
 )
-from searchgym.data.synthetic.names import _VOWELS
-from searchgym.data.synthetic.templates import _FACT_SECTION, _FACT_TEMPLATES, _RELATIONS_OF, _lookup
+from searchgym.data.synthetic.names import VOWELS
+from searchgym.data.synthetic.templates import FACT_SECTION, FACT_TEMPLATES, RELATIONS_OF, template_for
 
 
 class _Slots(dict):
-    """`str.format_map` mapping: fixed keys first, then a fresh draw from `_SLOTS` for any other name."""
+    """`str.format_map` mapping: fixed keys first, then a fresh draw from `SLOTS` for any other name."""
 
-    def __init__(self, fixed: Mapping[str, Any], draws: _Draws):
+    def __init__(self, fixed: Mapping[str, Any], draws: Draws):
         super().__init__(fixed)
         self._draws = draws
 
     def __missing__(self, key: str) -> str:
-        if key in _SLOTS:
-            return self._draws.pick(_SLOTS[key])
-        if key in _NUMERIC_SLOTS:
-            low, high, step = _NUMERIC_SLOTS[key]
+        if key in SLOTS:
+            return self._draws.pick(SLOTS[key])
+        if key in NUMERIC_SLOTS:
+            low, high, step = NUMERIC_SLOTS[key]
             value = self._draws.integer(low, high, step)
             return f"{value:,}" if value >= 10_000 else str(value)
         raise KeyError(key)
 
 
 def _with_article(noun: str) -> str:
-    return ("an " if noun[0] in _VOWELS else "a ") + noun
+    return ("an " if noun[0] in VOWELS else "a ") + noun
 
 
-class _PassageWriter:
-    """Writes the passages of a world's entities. Private; `_Builder` uses it."""
+class PassageWriter:
+    """Writes the passages of a world's entities. Internal to the generator; `WorldBuilder` uses it."""
 
     def __init__(self, config: WorldConfig):
         self.config = config
         # Approximate word counts (a slot counts as one word) and a few fixed random orders per filler pool.
-        self._filler_words = {g: [len(t.split()) for t in pool] for g, pool in _FILLERS.items()}
-        order_rng = _rng(config.seed, _STREAM_TEXT, 1)
-        self._filler_orders = {g: [order_rng.permutation(len(pool)).tolist() for _ in range(_FILLER_ORDERS)]
-                               for g, pool in _FILLERS.items()}
+        self._filler_words = {g: [len(t.split()) for t in pool] for g, pool in FILLERS.items()}
+        order_rng = stream_rng(config.seed, STREAM_TEXT, 1)
+        self._filler_orders = {g: [order_rng.permutation(len(pool)).tolist() for _ in range(FILLER_ORDERS)]
+                               for g, pool in FILLERS.items()}
 
     def passages(self, entities: EntityTable, relations: dict[str, dict[int, tuple[int, ...]]],
                  attrs: list[dict[str, Any]]) -> tuple[list[Document], dict[tuple[int, str], int]]:
         """Every passage of every entity in entity order, and the section stating each (entity, relation)."""
         per = self.config.passages_per_entity
-        rng = _rng(self.config.seed, _STREAM_TEXT)
+        rng = stream_rng(self.config.seed, STREAM_TEXT)
         # Objects a person is credited with, for the overview's list of works.
         credits: dict[int, list[int]] = {}
         for w, (c,) in relations["created_by"].items():
@@ -75,19 +75,19 @@ class _PassageWriter:
             rows = rng.random((min(chunk, len(entities) - start), 160)).tolist()
             for offset, row in enumerate(rows):
                 i = start + offset
-                texts = self._entity_texts(i, entities, relations, attrs, credits, _Draws(row), per, fact_section)
+                texts = self._entity_texts(i, entities, relations, attrs, credits, Draws(row), per, fact_section)
                 ent = entities[i]
                 docs.extend(Document(f"{ent.id}-{k}", ent.name, text) for k, text in enumerate(texts))
         return docs, fact_section
 
     def _entity_texts(self, i: int, entities: EntityTable, relations: dict[str, dict[int, tuple[int, ...]]],
-                      attrs: list[dict[str, Any]], credits: dict[int, list[int]], draws: _Draws, per: int,
+                      attrs: list[dict[str, Any]], credits: dict[int, list[int]], draws: Draws, per: int,
                       fact_section: dict[tuple[int, str], int]) -> list[str]:
         ent = entities[i]
         kind = ent.kind
         attr = attrs[i]
         pronoun = attr.get("pronoun", "it")
-        pron, obj, poss = _PRONOUNS[pronoun]
+        pron, obj, poss = PRONOUNS[pronoun]
         fixed = {"pron": pron, "obj": obj, "poss": poss, **{k: v for k, v in attr.items() if isinstance(v, str)}}
         fixed["year"] = attr.get("year", attr.get("founding_year", ""))
         if "occupation" in attr:
@@ -99,7 +99,7 @@ class _PassageWriter:
         def body_subject() -> tuple[str, str]:
             if pronoun in ("he", "she"):
                 return pron.capitalize(), poss.capitalize()
-            return draws.pick(_BODY_SUBJECT[kind]), "Its"
+            return draws.pick(BODY_SUBJECT[kind]), "Its"
 
         def lead_subject() -> tuple[str, str]:
             return ent.name, ent.name + ("'" if ent.name.endswith("s") else "'s")
@@ -112,23 +112,23 @@ class _PassageWriter:
         # Per entity one target length, so its passages have nearly equal lengths and BM25's length
         # normalisation does not favour one of them over the fact's passage.
         target = 50 + draws.index(46)
-        group = _FILLER_GROUP[kind]
-        fillers, lengths = _FILLERS[group], self._filler_words[group]
+        group = FILLER_GROUP[kind]
+        fillers, lengths = FILLERS[group], self._filler_words[group]
         # One random order of the fillers per entity, walked across its passages, so that its passages do
         # not repeat each other until the pool is used up.
-        order = self._filler_orders[group][draws.index(_FILLER_ORDERS)]
+        order = self._filler_orders[group][draws.index(FILLER_ORDERS)]
         cursor = draws.index(len(order))
         sections: list[list[str]] = [[] for _ in range(per)]
 
         facts_by_section: dict[int, list[str]] = {}
-        for rel in _RELATIONS_OF[kind]:
+        for rel in RELATIONS_OF[kind]:
             if relations[rel].get(i):
-                facts_by_section.setdefault(_FACT_SECTION[rel], []).append(rel)
+                facts_by_section.setdefault(FACT_SECTION[rel], []).append(rel)
 
         for k in range(per):
             sentences = sections[k]
-            if k == 0 and kind in _INTROS:
-                sentences.append(render(draws.pick(_INTROS[kind]), True))
+            if k == 0 and kind in INTROS:
+                sentences.append(render(draws.pick(INTROS[kind]), True))
                 if alias is not None and kind == "company":
                     sentences.append(f"It is often known by the abbreviation {alias}.")
                 if kind == "person" and i in credits:
@@ -159,14 +159,14 @@ class _PassageWriter:
 
     @staticmethod
     def _fact_sentence(rel: str, kind: str, objs: tuple[int, ...], entities: EntityTable,
-                       attrs: list[dict[str, Any]], attr: Mapping[str, Any], draws: _Draws, lead: bool,
+                       attrs: list[dict[str, Any]], attr: Mapping[str, Any], draws: Draws, lead: bool,
                        render: Callable[..., str]) -> str:
         names = [entities[o].name for o in objs]
         if len(objs) == 1:
-            templates = _lookup(_FACT_TEMPLATES, rel, kind)
+            templates = template_for(FACT_TEMPLATES, rel, kind)
             obj_text = names[0]
         else:
-            templates = _lookup(_FACT_TEMPLATES, f"{rel}/2", kind)
+            templates = template_for(FACT_TEMPLATES, f"{rel}/2", kind)
             obj_text = ", ".join(names[:-1]) + " and " + names[-1]
         if rel == "born_in":
             year = attr["birth_year"]

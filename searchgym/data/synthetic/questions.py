@@ -7,25 +7,25 @@ import numpy as np
 
 from searchgym.data.records import QARecord
 from searchgym.data.synthetic.config import QuestionConfig
-from searchgym.data.synthetic.draws import _STREAM_QUESTIONS, _rng
+from searchgym.data.synthetic.draws import STREAM_QUESTIONS, stream_rng
 from searchgym.data.synthetic.entities import EntityTable
 from searchgym.data.synthetic.templates import (
-    _ASK,
-    _DESCRIBE,
-    _KIND_NOUN,
-    _RELATIONS_OF,
-    _START_REF,
+    ASK,
+    DESCRIBE,
+    KIND_NOUN,
     RELATIONS,
-    _lookup,
+    RELATIONS_OF,
+    START_REF,
     relation_keyword,
+    template_for,
 )
 from searchgym.errors import ConfigError
 
 _MAX_FAILED_WALKS = 20_000  # consecutive failed or repeated walks before questions() gives up
 
 
-class _ChainWalker:
-    """Draws the questions of one world. Private; use `SyntheticWorld.questions`."""
+class ChainWalker:
+    """Draws the questions of one world. Internal to the generator; use `SyntheticWorld.questions`."""
 
     def __init__(self, entities: EntityTable, relations: dict[str, dict[int, tuple[int, ...]]],
                  fact_section: dict[tuple[int, str], int], is_test: np.ndarray, world_seed: int):
@@ -38,7 +38,7 @@ class _ChainWalker:
     def questions(self, config: QuestionConfig) -> list[QARecord]:
         """`config.num_questions` distinct questions; see `SyntheticWorld.questions`."""
         split_code = 1 if config.split == "test" else 0
-        rng = _rng(self._world_seed, _STREAM_QUESTIONS, config.seed, split_code)
+        rng = stream_rng(self._world_seed, STREAM_QUESTIONS, config.seed, split_code)
         starts = np.flatnonzero(self._is_test if split_code else ~self._is_test)
         starts = np.array([s for s in starts.tolist() if self._steps(int(s), (int(s),))], dtype=np.int64)
         if len(starts) == 0:
@@ -76,7 +76,7 @@ class _ChainWalker:
     def _steps(self, entity: int, visited: tuple[int, ...]) -> list[tuple[str, int]]:
         """(relation, object) pairs usable as the next hop: a single object not yet on the chain."""
         out = []
-        for rel in _RELATIONS_OF[self._entities[entity].kind]:
+        for rel in RELATIONS_OF[self._entities[entity].kind]:
             objs = self._relations[rel].get(entity, ())
             if len(objs) == 1 and objs[0] not in visited:
                 out.append((rel, objs[0]))
@@ -97,19 +97,19 @@ class _ChainWalker:
                 number: int) -> QARecord | None:
         ents = [self._entities[i] for i in path]
         start = ents[0]
-        desc = _START_REF.get(start.kind, "{N}").format(N=start.name)
+        desc = START_REF.get(start.kind, "{N}").format(N=start.name)
         # Inner forms ("the city where {S} was born") only around a name or around one tail phrase.
         inner_ok = True
         for i, rel in enumerate(rels[:-1]):
-            forms = _lookup(_DESCRIBE, rel, ents[i].kind)
+            forms = template_for(DESCRIBE, rel, ents[i].kind)
             options = forms["tail"] + (forms["inner"] if inner_ok else ())
             choice = options[int(rng.integers(len(options)))]
             used_inner = choice in forms["inner"]
             inner_ok = i == 0 and not used_inner
-            desc = choice.format(S=desc, objnoun=_KIND_NOUN[ents[i + 1].kind])
-        forms = _lookup(_ASK, rels[-1], ents[-2].kind)
+            desc = choice.format(S=desc, objnoun=KIND_NOUN[ents[i + 1].kind])
+        forms = template_for(ASK, rels[-1], ents[-2].kind)
         asks = forms["tail"] + (forms["inner"] if inner_ok else ())
-        question = asks[int(rng.integers(len(asks)))].format(S=desc, objnoun=_KIND_NOUN[ents[-1].kind])
+        question = asks[int(rng.integers(len(asks)))].format(S=desc, objnoun=KIND_NOUN[ents[-1].kind])
         answer = ents[-1]
         # A twin's name can contain the answer's name ("New Halvex" vs "Halvex"): never give it away.
         if answer.name.lower() in question.lower():
@@ -147,8 +147,8 @@ def oracle_query(name: str, relation: str, subject_kind: str) -> str:
 
 
 def _phrase(relation: str, subject_kind: str, object_kind: str, subject_name: str) -> str:
-    ref = _START_REF.get(subject_kind, "{N}").format(N=subject_name)
-    return _lookup(_DESCRIBE, relation, subject_kind)["tail"][0].format(S=ref, objnoun=_KIND_NOUN[object_kind])
+    ref = START_REF.get(subject_kind, "{N}").format(N=subject_name)
+    return template_for(DESCRIBE, relation, subject_kind)["tail"][0].format(S=ref, objnoun=KIND_NOUN[object_kind])
 
 
 def oracle_trajectory(record: QARecord) -> list[str]:

@@ -1,5 +1,5 @@
 """Entity kinds, relations, and the template tables keyed by them: relation keywords, fact sentences,
-and the phrasings questions use for hidden entities (`_DESCRIBE`) and for the last hop (`_ASK`)."""
+and the phrasings questions use for hidden entities (`DESCRIBE`) and for the last hop (`ASK`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 # Entity kinds
 # ---------------------------------------------------------------------------------------------------------
 
-_KIND_TYPE: dict[str, str] = {
+KIND_TYPE: dict[str, str] = {
     "person": "person",
     "city": "place",
     "country": "place",
@@ -23,11 +23,14 @@ _KIND_TYPE: dict[str, str] = {
     "film": "work",
     "album": "work",
 }
-_ORG_KINDS = ("company", "university", "publisher", "studio", "label")
-_WORK_KINDS = ("book", "film", "album")
+"""The type (person, place, organisation, work) of each entity kind."""
+ORG_KINDS = ("company", "university", "publisher", "studio", "label")
+"""The organisation kinds."""
+WORK_KINDS = ("book", "film", "album")
+"""The kinds of creative work."""
 
 # Share of the non-twin entities per kind; persons take whatever is left (about 42%).
-_KIND_SHARES: dict[str, float] = {
+KIND_SHARES: dict[str, float] = {
     "city": 0.11,
     "country": 0.012,
     "company": 0.08,
@@ -39,13 +42,13 @@ _KIND_SHARES: dict[str, float] = {
     "film": 0.07,
     "album": 0.06,
 }
-_KIND_MINIMUM: dict[str, int] = {"country": 3}  # other kinds: 2
+KIND_MINIMUM: dict[str, int] = {"country": 3}  # other kinds: 2
 
 # The organisation kind that publishes each work kind.
-_PUBLISHER_KIND = {"book": "publisher", "film": "studio", "album": "label"}
+PUBLISHER_KIND = {"book": "publisher", "film": "studio", "album": "label"}
 
 # How a hidden or answer entity of a kind is called in question text.
-_KIND_NOUN = {
+KIND_NOUN = {
     "person": "person",
     "city": "city",
     "country": "country",
@@ -79,16 +82,17 @@ RELATIONS: tuple[str, ...] = (
 )
 """Every relation name, in a fixed order."""
 
-_RELATIONS_OF: dict[str, tuple[str, ...]] = {
+RELATIONS_OF: dict[str, tuple[str, ...]] = {
     "person": ("born_in", "employer", "educated_at", "spouse", "founded"),
     "city": ("located_in", "mayor"),
     "country": ("capital",),
-    **{kind: ("headquartered_in", "founded_by") for kind in _ORG_KINDS},
-    **{kind: ("created_by", "published_by") for kind in _WORK_KINDS},
+    **{kind: ("headquartered_in", "founded_by") for kind in ORG_KINDS},
+    **{kind: ("created_by", "published_by") for kind in WORK_KINDS},
 }
+"""The relations each kind of entity is the subject of."""
 
 # Which of the subject's passages states each relation. Section 0 is the overview.
-_FACT_SECTION: dict[str, int] = {
+FACT_SECTION: dict[str, int] = {
     "born_in": 1,
     "educated_at": 1,
     "employer": 2,
@@ -106,9 +110,9 @@ _FACT_SECTION: dict[str, int] = {
 # Tables keyed by (relation, subject kind), with "*" as the fallback kind.
 _Key = tuple[str, str]
 
-_KEYWORD: dict[_Key, str] = {
+RELATION_KEYWORDS: dict[_Key, str] = {
     # The word the oracle adds to the subject's name to search for the fact. It appears in every fact
-    # sentence of the relation (_FACT_TEMPLATES) and in no filler or intro text, so among the subject's
+    # sentence of the relation (FACT_TEMPLATES) and in no filler or intro text, so among the subject's
     # passages only the fact's passage matches it.
     ("born_in", "*"): "born",
     ("employer", "*"): "employer",
@@ -131,7 +135,7 @@ _KEYWORD: dict[_Key, str] = {
 # Fact sentences. {S}: the subject (its name in a passage's first sentence, a pronoun or "It" after),
 # {Poss}: its possessive at sentence start, {poss}/{pron}: lower-case possessive/pronoun, {O}: the object(s),
 # {year}: the year attached to the fact. Keys with "/2" are used when the subject has two or more objects.
-_FACT_TEMPLATES: dict[_Key, tuple[str, ...]] = {
+FACT_TEMPLATES: dict[_Key, tuple[str, ...]] = {
     ("born_in", "*"): (
         "{S} was born in {O} in {year}.",
         "{S} was born in {O} in {year} and grew up in the same streets.",
@@ -195,7 +199,7 @@ _FACT_TEMPLATES: dict[_Key, tuple[str, ...]] = {
 # "tail" forms end with {S}, so they nest to any depth ("the founder of the employer of the spouse of X").
 # "inner" forms put {S} inside the phrase; they read well only when {S} is a name or a single tail phrase,
 # and the generator uses them only then. {objnoun} is the object's kind noun ("company", "record label").
-_DESCRIBE: dict[_Key, dict[str, tuple[str, ...]]] = {
+DESCRIBE: dict[_Key, dict[str, tuple[str, ...]]] = {
     ("born_in", "*"): {"tail": ("the birthplace of {S}",), "inner": ("the city where {S} was born",)},
     ("employer", "*"): {"tail": ("the employer of {S}", "the {objnoun} that employs {S}"), "inner": ()},
     ("educated_at", "*"): {"tail": ("the alma mater of {S}", "the university attended by {S}"), "inner": ()},
@@ -218,8 +222,8 @@ _DESCRIBE: dict[_Key, dict[str, tuple[str, ...]]] = {
 }
 
 # The question asked about the last hop, given the description {S} of its subject; "tail" and "inner" as
-# in _DESCRIBE.
-_ASK: dict[_Key, dict[str, tuple[str, ...]]] = {
+# in DESCRIBE.
+ASK: dict[_Key, dict[str, tuple[str, ...]]] = {
     ("born_in", "*"): {"tail": ("What is the birthplace of {S}?",),
                        "inner": ("Where was {S} born?", "In which city was {S} born?")},
     ("employer", "*"): {"tail": ("Who is the employer of {S}?", "Which {objnoun} employs {S}?"),
@@ -247,10 +251,11 @@ _ASK: dict[_Key, dict[str, tuple[str, ...]]] = {
 }
 
 # How the question names the start entity, by kind.
-_START_REF: dict[str, str] = {"book": "the novel '{N}'", "film": "the film '{N}'", "album": "the album '{N}'"}
+START_REF: dict[str, str] = {"book": "the novel '{N}'", "film": "the film '{N}'", "album": "the album '{N}'"}
 
 
-def _lookup(table: Mapping[_Key, Any], relation: str, kind: str) -> Any:
+def template_for(table: Mapping[_Key, Any], relation: str, kind: str) -> Any:
+    """`table`'s entry for `relation` and subject `kind`, else its `(relation, "*")` fallback."""
     if (relation, kind) in table:
         return table[(relation, kind)]
     return table[(relation, "*")]
@@ -258,4 +263,4 @@ def _lookup(table: Mapping[_Key, Any], relation: str, kind: str) -> Any:
 
 def relation_keyword(relation: str, subject_kind: str) -> str:
     """The word that, with the subject's name, retrieves the passage stating `relation`."""
-    return _lookup(_KEYWORD, relation, subject_kind)
+    return template_for(RELATION_KEYWORDS, relation, subject_kind)

@@ -11,10 +11,10 @@ import numpy as np
 
 from searchgym.corpus.corpus import Corpus
 from searchgym.data.records import QARecord
-from searchgym.data.synthetic.builder import _Builder
+from searchgym.data.synthetic.builder import WorldBuilder
 from searchgym.data.synthetic.config import QuestionConfig, WorldConfig
 from searchgym.data.synthetic.entities import EntityTable
-from searchgym.data.synthetic.questions import _ChainWalker, oracle_trajectory
+from searchgym.data.synthetic.questions import ChainWalker, oracle_trajectory
 from searchgym.data.synthetic.templates import RELATIONS
 from searchgym.errors import ConfigError
 
@@ -54,7 +54,7 @@ class SyntheticWorld:
         if not isinstance(config, WorldConfig):
             raise ConfigError(f"SyntheticWorld.generate expects a WorldConfig, got {type(config).__name__}")
         t0 = time.perf_counter()
-        world = SyntheticWorld(config, *_Builder(config).build())
+        world = SyntheticWorld(config, *WorldBuilder(config).build())
         logger.debug("synthetic world: %d entities, %d passages in %.2fs", len(world.entities),
                      len(world.corpus), time.perf_counter() - t0)
         return world
@@ -99,7 +99,7 @@ class SyntheticWorld:
             config = QuestionConfig()
         if not isinstance(config, QuestionConfig):
             raise ConfigError(f"SyntheticWorld.questions expects a QuestionConfig, got {type(config).__name__}")
-        return _ChainWalker(self._entities, self._relations, self._fact_section, self._is_test,
+        return ChainWalker(self._entities, self._relations, self._fact_section, self._is_test,
                             self.config.seed).questions(config)
 
     def oracle_trajectory(self, record: QARecord) -> list[str]:
