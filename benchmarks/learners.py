@@ -111,6 +111,10 @@ PRESETS = {
     # so a step's 8 rows and an eval's 20 go in one chunk (`python -m benchmarks.step`, docs/learners.md
     # "Speed and memory on CPU").
     "cpu": Preset("smollm2-135m", 1000, (1,), 4, 3, 2, 4, 20, 64, 256, 1, 1e-5, SHORT_TEMPLATE, gradient_checkpointing=False, max_batch_rows=64),
+    # The learning check: 2-hop questions (two search rounds that differ in contribution), a short cold start
+    # that leaves room to improve, 200 held-out questions per seed, three seeds (docs/learners.md).
+    "cpu-learn": Preset("smollm2-135m", 1000, (2,), 8, 10, 2, 8, 200, 64, 512, 1, 1e-5, SHORT_TEMPLATE, max_turns=4,
+                        eval_base=False, learners=("grpo", "cw-grpo"), seeds=(0, 1, 2)),
     # A random 2-layer model: checks the whole pipeline in seconds (the tests run it); learns nothing.
     "tiny": Preset("tiny", 300, (1,), 1, 1, 2, 2, 4, 16, 64, 1, 1e-4, SHORT_TEMPLATE),
     # One 80 GB GPU shared by an SGLang server and the update (documented in docs/learners.md with its
