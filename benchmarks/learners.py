@@ -16,7 +16,8 @@ cold-started policy against the run-to-run noise (the standard deviation over se
 Prints what each learner did differently while it runs, then a results table, and writes `results.json`,
 `results.md` and `curves.png` (training reward, EM, searches per episode, entity match rate over steps, and
 test EM on the fixed evaluation questions before and after RL; `benchmarks.curves`) under
-`--out` (and the same per seed under `--out/seed<N>`).
+`--out` (and the same per seed under `--out/seed<N>`). Each seed's results carry the `fingerprint` of its
+evaluation env (`benchmarks.fingerprint`), against which `python -m benchmarks.compare` scores a new agent.
 
     python -m benchmarks.learners --preset cpu              # SmolLM2-135M, 1-hop synthetic questions (the main job)
     python -m benchmarks.learners --preset cpu --seeds 0 1  # the learning check over two seeds
@@ -42,6 +43,7 @@ import numpy as np
 from agents.train import TrainConfig
 from agents.train.config import EnvConfig, OptimConfig, RolloutConfig
 from benchmarks.curves import plot_curves
+from benchmarks.fingerprint import trainer_eval_fingerprint
 from benchmarks.progress import counting_calls, counting_passes, generation_budget, phase
 
 WHAT_DIFFERS = {
@@ -206,6 +208,7 @@ def _run_seed(preset: Preset, learners: list[str], steps: int, seed: int, out: P
     t0 = time.perf_counter()
     starter = _load(Trainer, config("grpo", preset.model, "cold_start", cold_start_steps=preset.cold_start_steps), "base policy",
                     preset.model)
+    fingerprint = trainer_eval_fingerprint(starter)  # every policy of this seed is evaluated on this env
     base_eval = _evaluate(starter, "base policy")
     print(f"[base policy] {preset.model} as released: test EM {base_eval['eval/em']:.3f}, F1 {base_eval['eval/f1']:.3f}, "
           f"searches/ep {base_eval['eval/searches']:.2f} ({time.perf_counter() - t0:.0f} s)", flush=True)
@@ -222,6 +225,7 @@ def _run_seed(preset: Preset, learners: list[str], steps: int, seed: int, out: P
           f"searches/ep {start_eval['eval/searches']:.2f} ({time.perf_counter() - t0:.0f} s)", flush=True)
 
     results = {"base": {"eval": base_eval}, "start": {"eval": start_eval, "minutes": (time.perf_counter() - t0) / 60}}
+    results["fingerprint"] = fingerprint  # what benchmarks.compare rebuilds and checks
     if start_hotpotqa:
         results["start"]["hotpotqa"] = start_hotpotqa
         print(f"[start policy] HotpotQA: EM {start_hotpotqa['hotpotqa/em']:.3f}, F1 {start_hotpotqa['hotpotqa/f1']:.3f}", flush=True)

@@ -20,10 +20,15 @@ def greedy_eval(policy, make_env: Callable[[], gym.Env], engine_config: RolloutC
         trajectories = engine.rollout([{"options": {"index": i}} for i in range(n)])
     finally:
         engine.close()
-    summary = episode_summaries(trajectories)
+    return eval_metrics(episode_summaries(trajectories))
+
+
+def eval_metrics(summaries: list[dict]) -> dict[str, float]:
+    """EM, F1 and searches per episode over episode summaries (`info["episode"]`; {} for an episode without one),
+    one per question: the evaluation's metrics whoever ran the episodes."""
     return {
-        "eval/em": float(np.mean([s.get("em", 0.0) for s in summary])),
-        "eval/f1": float(np.mean([s.get("f1", 0.0) for s in summary])),
-        "eval/searches": float(np.mean([s.get("searches", 0) for s in summary])),
-        "eval/questions": float(n),
+        "eval/em": float(np.mean([s.get("em", 0.0) for s in summaries])),
+        "eval/f1": float(np.mean([s.get("f1", 0.0) for s in summaries])),
+        "eval/searches": float(np.mean([s.get("searches", 0) for s in summaries])),
+        "eval/questions": float(len(summaries)),
     }
