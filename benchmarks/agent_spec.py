@@ -108,6 +108,12 @@ def load_callable(spec: str) -> Callable[[], Act]:
             names = sorted(n for n in vars(obj) if not n.startswith("_")) if hasattr(obj, "__dict__") else []
             raise ConfigError(f"--agent {spec!r}: {module_name} has no attribute {attr!r} (it defines {', '.join(names) or 'nothing public'})")
         obj = getattr(obj, part)
+    return episodes_of(obj, spec)
+
+
+def episodes_of(obj: Any, spec: str) -> Callable[[], Act]:
+    """For a Python agent object (function, object with `act`, or class): a function that returns the turn
+    function of a new episode; `spec` names it in errors."""
     if isinstance(obj, type):
         cls = obj
         try:
@@ -120,11 +126,14 @@ def load_callable(spec: str) -> Callable[[], Act]:
 
 
 class CallableAgent:
-    """A Python agent (`module:callable`), run turn by turn on one env."""
+    """A Python agent (`module:callable`, or the object itself from Python), run turn by turn on one env."""
 
-    def __init__(self, spec: str):
-        self.spec = spec
-        self.new_episode = load_callable(spec)
+    def __init__(self, agent: str | Any):
+        if isinstance(agent, str):
+            self.spec, self.new_episode = agent, load_callable(agent)
+        else:
+            self.spec = agent_name(agent)
+            self.new_episode = episodes_of(agent, self.spec)
 
     def describe(self) -> dict[str, Any]:
         return {"agent": "callable", "spec": self.spec}
@@ -231,11 +240,20 @@ class ModelAgent:
         pass
 
 
-def resolve_agent(spec: str, *, checkpoint: str | None = None, model_name: str = "default", api_key: str | None = None,
+def agent_name(agent: Any) -> str:
+    """How the table names an agent: its spec string, or a Python object's module and qualified name."""
+    if isinstance(agent, str):
+        return agent
+    target = agent if isinstance(agent, type) or inspect.isroutine(agent) else type(agent)
+    return f"{getattr(target, '__module__', '?')}:{getattr(target, '__qualname__', type(target).__name__)}"
+
+
+def resolve_agent(spec: str | Any, *, checkpoint: str | None = None, model_name: str = "default", api_key: str | None = None,
                   timeout_s: float = 120.0, seed: int = 0) -> CallableAgent | ChatAgent | ModelAgent:
-    """The agent SPEC names (see the module docstring). `checkpoint` applies to models only; `model_name`,
-    `api_key` and `timeout_s` to endpoints only."""
-    kind = agent_kind(spec)
+    """The agent SPEC names (see the module docstring), or a Python agent object passed as it is (a function,
+    an object with `act`, or a class, called as for `module:callable`). `checkpoint` applies to models only;
+    `model_name`, `api_key` and `timeout_s` to endpoints only."""
+    kind = agent_kind(spec) if isinstance(spec, str) else "callable"
     if checkpoint is not None and kind != "model":
         raise ConfigError(f"--checkpoint loads weights on top of a model; --agent {spec!r} is a {kind}")
     if kind == "callable":

@@ -62,16 +62,17 @@ def policies(seed_results: Mapping[str, Any]) -> list[str]:
     return [name for name, r in seed_results.items() if isinstance(r, dict) and "eval" in r]
 
 
-def compare(reference_path: str | Path, agent_spec: str, *, questions: int | None = None, seeds: Sequence[str] | None = None,
+def compare(reference_path: str | Path, agent_spec: str | Any, *, questions: int | None = None, seeds: Sequence[str] | None = None,
             requests: Mapping[str, Any] | None = None, cache_dir: str | Path | None | bool = None, checkpoint: str | None = None,
             model_name: str = "default", api_key: str | None = None, progress: bool = False) -> dict[str, Any]:
-    """Evaluate the agent `agent_spec` on every (or each of `seeds`) seed's fingerprinted env of the reference.
+    """Evaluate the agent `agent_spec` (an `--agent` string, or a Python agent object: a function, an object
+    with `act`, or a class; `benchmarks.agent_spec`) on every (or each of `seeds`) seed's fingerprinted env.
 
     Returns {"reference": path, "agent": spec, "describe": the agent's description, "seeds": [...],
     "questions": per seed evaluated, "eval_questions": the reference's count, "per_seed": {seed: metrics}}.
     Raises ConfigError before any episode when a requested setting, a seed, `questions` or the rebuilt env
     differs from the reference."""
-    from benchmarks.agent_spec import resolve_agent
+    from benchmarks.agent_spec import agent_name, resolve_agent
     from benchmarks.progress import phase
 
     reference = load_reference(reference_path)
@@ -116,14 +117,14 @@ def compare(reference_path: str | Path, agent_spec: str, *, questions: int | Non
             rollout = fingerprints[seed]["rollout"]
             if progress:
                 total, unit = agent.progress(n, max_turns, rollout)
-                with phase(f"[{agent_spec}] seed {seed}: {n} questions, greedy", total, unit) as bar:
+                with phase(f"[{agent_name(agent_spec)}] seed {seed}: {n} questions, greedy", total, unit) as bar:
                     per_seed[seed] = agent.evaluate(make_env, n, rollout, bar)
             else:
                 per_seed[seed] = agent.evaluate(make_env, n, rollout)
         describe = agent.describe()
     finally:
         agent.close()
-    return {"reference": str(reference_path), "agent": agent_spec, "describe": describe, "seeds": chosen, "questions": n,
+    return {"reference": str(reference_path), "agent": agent_name(agent_spec), "describe": describe, "seeds": chosen, "questions": n,
             "eval_questions": eval_questions, "per_seed": per_seed}
 
 

@@ -151,6 +151,18 @@ def test_a_bad_agent_gives_a_clear_error(reference, spec, message):
         compare.compare(reference, spec, cache_dir=False)
 
 
+def test_a_python_agent_object_is_called_as_its_module_callable_spec_would_be(reference):
+    by_object = compare.compare(reference, NameInFirstDocument, cache_dir=False)
+    by_spec = compare.compare(reference, SCRIPTED, cache_dir=False)
+    assert by_object["per_seed"] == by_spec["per_seed"] and by_object["agent"] == SCRIPTED
+
+    def always_paris(observation):
+        return "<answer>Paris</answer>"
+
+    result = compare.compare(reference, always_paris, cache_dir=False)
+    assert result["agent"].endswith("always_paris") and result["per_seed"]["0"]["eval/searches"] == 0.0
+
+
 def test_checkpoint_applies_to_models_only(reference):
     with pytest.raises(ConfigError, match="--checkpoint loads weights on top of a model"):
         compare.compare(reference, SCRIPTED, checkpoint="runs/x/step-000001", cache_dir=False)
