@@ -197,7 +197,9 @@ class ChatAgent:
         from agents.policies.base import SamplingParams
         from agents.rollout.chat import run_chat_episodes
 
-        n = min(questions, len(make_env().unwrapped.records))
+        probe = make_env()
+        n = min(questions, len(probe.unwrapped.records))
+        probe.close()
         params = SamplingParams(temperature=0.0, max_new_tokens=int(rollout["max_turn_tokens"]), stop=tuple(rollout.get("stop") or ()))
         episodes = run_chat_episodes(self.policy, make_env, [{"options": {"index": i}} for i in range(n)], params,
                                      system_prompt=rollout.get("system_prompt"))
