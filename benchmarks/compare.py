@@ -190,4 +190,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from searchgym.errors import SearchGymError
+
+    try:
+        raise SystemExit(main())
+    except SearchGymError as e:  # a refusal is the answer, not a crash: its message without a traceback
+        raise SystemExit(f"benchmarks.compare: {e}") from None
