@@ -54,8 +54,18 @@ def env_fingerprint(env: gym.Env) -> dict[str, Any]:
         "ranker": base.ranker.describe(),
         "judge": None if judge is None else type(judge).__name__,
         "prompt": _hash(base.protocol.render_prompt("{question}")),
-        "env": {"top_k": base.top_k, "candidates": base.candidates, "max_turns": base.max_turns, "action_format": base.protocol.name},
+        "env": {"top_k": base.top_k, "candidates": base.candidates, "max_turns": base.max_turns, "action_format": base.protocol.name,
+                "doc_format": getattr(base.protocol, "doc_format", None), "max_query_chars": getattr(base.protocol, "max_query_chars", None),
+                "answer_reward": _reward_name(base.answer_reward)},
     }
+
+
+def _reward_name(reward: Callable) -> str:
+    """A registered answer reward's name (`em`, `f1`, ...), or a custom function's qualified name."""
+    from searchgym.rewards import ANSWER_REWARDS
+
+    named = next((name for name, fn in ANSWER_REWARDS.items() if fn is reward), None)
+    return named or f"{getattr(reward, '__module__', '?')}.{getattr(reward, '__qualname__', type(reward).__name__)}"
 
 
 def comparable(a: dict[str, Any], b: dict[str, Any], *, ignore: Sequence[str] = ("model",)) -> bool:

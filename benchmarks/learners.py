@@ -16,7 +16,8 @@ cold-started policy against the run-to-run noise (the standard deviation over se
 Prints what each learner did differently while it runs, then a results table, and writes `results.json`,
 `results.md` and `curves.png` (training reward, EM, searches per episode, entity match rate over steps, and
 test EM on the fixed evaluation questions before and after RL; `benchmarks.curves`) under
-`--out` (and the same per seed under `--out/seed<N>`).
+`--out` (and the same per seed under `--out/seed<N>`). Each seed's results carry the `fingerprint` of its
+evaluation env (`benchmarks.fingerprint`), against which `python -m benchmarks.compare` scores a new agent.
 
     python -m benchmarks.learners --preset cpu              # SmolLM2-135M, 1-hop synthetic questions (the main job)
     python -m benchmarks.learners --preset cpu --seeds 0 1  # the learning check over two seeds
@@ -43,6 +44,7 @@ from agents.train import TrainConfig
 from agents.train.config import EnvConfig, OptimConfig, RolloutConfig
 from agents.train.metrics import SIGNALS
 from benchmarks.curves import plot_curves
+from benchmarks.fingerprint import trainer_eval_fingerprint
 from benchmarks.progress import counting_calls, counting_passes, generation_budget, phase
 
 WHAT_DIFFERS = {
@@ -227,7 +229,8 @@ def _run_seed(preset: Preset, learners: list[str], steps: int, seed: int, out: P
     t0 = time.perf_counter()
     starter = _load(Trainer, config("grpo", preset.model, "cold_start", cold_start_steps=preset.cold_start_steps), "base policy",
                     preset.model)
-    results: dict = {}
+    fingerprint = trainer_eval_fingerprint(starter)  # every policy of this seed is evaluated on this env
+    results: dict = {"fingerprint": fingerprint}  # what benchmarks.compare rebuilds and checks
     if preset.eval_base:
         base_eval, base_em = _evaluate(starter, "base policy", preset.eval_samples)
         results["base"] = {"eval": base_eval, "eval_em": base_em}

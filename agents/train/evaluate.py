@@ -31,26 +31,31 @@ def _rollouts(policy, make_env, engine_config: RolloutConfig, n: int, group: int
         engine.close()
 
 
+def eval_metrics(summaries: list[dict]) -> dict[str, float]:
+    """EM, F1 and searches per episode over episode summaries (`info["episode"]`; {} for an episode without one),
+    one per question: the evaluation's metrics whoever ran the episodes."""
+    return {
+        "eval/em": float(np.mean([s.get("em", 0.0) for s in summaries])),
+        "eval/f1": float(np.mean([s.get("f1", 0.0) for s in summaries])),
+        "eval/searches": float(np.mean([s.get("searches", 0) for s in summaries])),
+        "eval/questions": float(len(summaries)),
+    }
+
+
 def evaluate_policy(policy, make_env: Callable[[], gym.Env], engine_config: RolloutConfig, count: int, *,
                     samples: int = 0, temperature: float = 1.0, seed: int = 0) -> Evaluation:
     """One greedy rollout of each of the env's first `count` questions; with `samples` = k >= 2 also k
     rollouts per question at `temperature` (seeded by `seed`), whose mean EM and F1 are Avg@k."""
+    if samples == 1 or samples < 0:
+        raise ValueError(f"samples must be 0 (greedy only) or >= 2 (Avg@k), got {samples}")
     n = min(count, len(make_env().unwrapped.records))
     greedy = _rollouts(policy, make_env, engine_config, n, 1, 0.0, None)
-    em = [float(s.get("em", 0.0)) for s in greedy]
-    metrics = {
-        "eval/em": float(np.mean(em)),
-        "eval/f1": float(np.mean([s.get("f1", 0.0) for s in greedy])),
-        "eval/searches": float(np.mean([s.get("searches", 0) for s in greedy])),
-        "eval/questions": float(n),
-    }
+    metrics = eval_metrics(greedy)
     if samples >= 2:
         sampled = _rollouts(policy, make_env, engine_config, n, samples, temperature, seed)
         metrics[f"eval/avg@{samples}/em"] = float(np.mean([s.get("em", 0.0) for s in sampled]))
         metrics[f"eval/avg@{samples}/f1"] = float(np.mean([s.get("f1", 0.0) for s in sampled]))
-    elif samples == 1:
-        raise ValueError("samples must be 0 (greedy only) or >= 2 (Avg@k)")
-    return Evaluation(metrics, em)
+    return Evaluation(metrics, [float(s.get("em", 0.0)) for s in greedy])
 
 
 def greedy_eval(policy, make_env: Callable[[], gym.Env], engine_config: RolloutConfig, count: int) -> dict[str, float]:

@@ -1,0 +1,198 @@
+"""Benchmark a new agent against the reference learners, on the exact env they were evaluated on.
+
+`--reference` is the `results.json` of the learners benchmark (`python -m benchmarks.learners`): each seed's
+results carry the fingerprint of its evaluation env (`benchmarks.fingerprint`). For every seed, the env is
+rebuilt from that fingerprint and checked against it, the agent is evaluated greedily on the same questions
+(the first `eval_questions` of the env) with the same turn and token budgets, and one table is printed: the
+reference policies (base, cold-started, each learner) and the agent, with test EM, F1 and searches per
+episode; mean +- sample std over seeds when there are several.
+
+`--agent` is a Python callable (`module:callable`), an OpenAI-compatible endpoint (`http(s)://...`) or a
+model name/folder (with `--checkpoint`); `benchmarks.agent_spec` says how each is called.
+`--fingerprint KEY=VALUE` states the setting you mean to compare in (e.g. `top_k=3`, `make.hops=[2]`):
+a reference evaluated in another setting is refused, naming every differing key with both values.
+
+    python -m benchmarks.compare --reference results/learners/results.json --agent benchmarks.examples.scripted_agent:first_title
+    python -m benchmarks.compare --reference results/learners/results.json --agent http://127.0.0.1:30000/v1
+    python -m benchmarks.compare --reference results/learners/results.json --agent results/learners/seed0/cold_start/model
+
+See docs/benchmark-your-agent.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks.eval import env_fingerprint
+from benchmarks.fingerprint import jsonable, check_requests, differences, env_factory, format_differences, parse_requests
+from searchgym.errors import ConfigError, DataError
+
+METRICS = (("eval/em", "test EM"), ("eval/f1", "test F1"), ("eval/searches", "searches/ep"))
+
+RERUN = "re-run the learners benchmark (python -m benchmarks.learners ...) with this version for a reference compare can rebuild"
+
+
+def load_reference(path: str | Path) -> dict[str, Any]:
+    """A learners benchmark's results.json, checked: every seed has its results and its env fingerprint."""
+    path = Path(path)
+    try:
+        reference = json.loads(path.read_text())
+    except FileNotFoundError as e:
+        raise ConfigError(f"{path}: no such reference file; the learners benchmark writes results.json under its --out folder") from e
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise DataError(f"{path}: not a JSON file ({e})") from e
+    if not isinstance(reference, dict) or not isinstance(reference.get("results"), dict) or not reference["results"]:
+        raise DataError(f"{path}: not a learners benchmark results.json (no per-seed 'results')")
+    unprinted = sorted(seed for seed, r in reference["results"].items() if not isinstance(r, dict) or "fingerprint" not in r)
+    if unprinted:
+        raise ConfigError(f"{path}: the results of seed(s) {', '.join(unprinted)} carry no env fingerprint (written before "
+                          f"fingerprints were recorded), so their evaluation env cannot be rebuilt; {RERUN}")
+    return reference
+
+
+def policies(seed_results: Mapping[str, Any]) -> list[str]:
+    """The reference policies of one seed, in the order written (base, start, then each learner)."""
+    return [name for name, r in seed_results.items() if isinstance(r, dict) and "eval" in r]
+
+
+def compare(reference_path: str | Path, agent_spec: str | Any, *, questions: int | None = None, seeds: Sequence[str] | None = None,
+            requests: Mapping[str, Any] | None = None, cache_dir: str | Path | None | bool = None, checkpoint: str | None = None,
+            model_name: str = "default", api_key: str | None = None, progress: bool = False) -> dict[str, Any]:
+    """Evaluate the agent `agent_spec` (an `--agent` string, or a Python agent object: a function, an object
+    with `act`, or a class; `benchmarks.agent_spec`) on every (or each of `seeds`) seed's fingerprinted env.
+
+    Returns {"reference": path, "agent": spec, "describe": the agent's description, "seeds": [...],
+    "questions": per seed evaluated, "eval_questions": the reference's count, "per_seed": {seed: metrics}}.
+    Raises ConfigError before any episode when a requested setting, a seed, `questions` or the rebuilt env
+    differs from the reference."""
+    from benchmarks.agent_spec import agent_name, resolve_agent
+    from benchmarks.progress import phase
+
+    reference = load_reference(reference_path)
+    available = list(reference["results"])
+    chosen = [str(s) for s in seeds] if seeds else available
+    missing = [s for s in chosen if s not in reference["results"]]
+    if missing:
+        raise ConfigError(f"{reference_path}: no seed {', '.join(missing)}; it has seeds {', '.join(available)}")
+    fingerprints = {s: reference["results"][s]["fingerprint"] for s in chosen}
+    for seed, fp in fingerprints.items():
+        check_requests(fp, requests or {}, f"{reference_path} (seed {seed})")
+    counts = {fp["eval_questions"] for fp in fingerprints.values()}
+    if len(counts) != 1:
+        raise DataError(f"{reference_path}: its seeds were evaluated on different numbers of questions {sorted(counts)}")
+    eval_questions = counts.pop()
+    n = eval_questions if questions is None else questions
+    if not 1 <= n <= eval_questions:
+        raise ConfigError(f"--questions {n}: the reference learners were evaluated on the first {eval_questions} questions "
+                          f"(fingerprint key eval_questions); give 1 to {eval_questions}, or leave it out to compare on all")
+
+    # Every env is rebuilt and checked before the agent is loaded: a refusal costs no model load.
+    factories = {}
+    for seed, fp in fingerprints.items():
+        source = f"{reference_path} (seed {seed})"
+        make_env = env_factory(fp, cache_dir=cache_dir, source=source)
+        env = make_env()
+        try:
+            diffs = differences({"setting": fp["setting"]}, {"setting": jsonable(env_fingerprint(env))})
+            max_turns = env.unwrapped.max_turns
+        finally:
+            env.close()
+        if diffs:
+            raise ConfigError(f"{source}: the env rebuilt from its fingerprint is not the one the reference learners were "
+                              f"evaluated on (this searchgym version builds it differently); differing keys:\n"
+                              f"{format_differences(diffs, 'reference', 'rebuilt')}\n{RERUN}")
+        factories[seed] = (make_env, max_turns)
+
+    agent = resolve_agent(agent_spec, checkpoint=checkpoint, model_name=model_name, api_key=api_key)
+    per_seed = {}
+    try:
+        for seed, (make_env, max_turns) in factories.items():
+            rollout = fingerprints[seed]["rollout"]
+            if progress:
+                total, unit = agent.progress(n, max_turns, rollout)
+                with phase(f"[{agent_name(agent_spec)}] seed {seed}: {n} questions, greedy", total, unit) as bar:
+                    per_seed[seed] = agent.evaluate(make_env, n, rollout, bar)
+            else:
+                per_seed[seed] = agent.evaluate(make_env, n, rollout)
+        describe = agent.describe()
+    finally:
+        agent.close()
+    return {"reference": str(reference_path), "agent": agent_name(agent_spec), "describe": describe, "seeds": chosen, "questions": n,
+            "eval_questions": eval_questions, "per_seed": per_seed}
+
+
+def _cell(values: list[float]) -> str:
+    if len(values) == 1:
+        return f"{values[0]:.3f}"
+    return f"{np.mean(values):.3f} ± {np.std(values, ddof=1):.3f}"
+
+
+def table(reference: Mapping[str, Any], result: Mapping[str, Any]) -> str:
+    """One Markdown table: each reference policy, then the agent; mean ± sample std over the seeds."""
+    seeds = list(result["seeds"])
+    first = reference["results"][seeds[0]]
+    fp = first["fingerprint"]
+    make = fp["make"]
+    split = f" {make['split']} split" if "split" in make else ""
+    over = f"mean ± std over seeds {', '.join(seeds)}" if len(seeds) > 1 else f"seed {seeds[0]}"
+    lines = [f"{fp['env_id']}{split}, first {fp['eval_questions']} questions per seed, greedy; {over}", "",
+             "| policy | " + " | ".join(label for _, label in METRICS) + " | questions |",
+             "|---" * (len(METRICS) + 2) + "|"]
+    for name in policies(first):
+        rows = [reference["results"][s][name]["eval"] for s in seeds if name in reference["results"][s]]
+        cells = [_cell([r[key] for r in rows]) for key, _ in METRICS]
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {fp['eval_questions']} |")
+    agent_rows = [result["per_seed"][s] for s in seeds]
+    cells = [_cell([r[key] for r in agent_rows]) for key, _ in METRICS]
+    lines.append(f"| agent: {result['agent']} | " + " | ".join(cells) + f" | {result['questions']} |")
+    if result["questions"] < fp["eval_questions"]:
+        lines += ["", f"The agent answered only the first {result['questions']} of the reference's {fp['eval_questions']} "
+                      "questions (--questions): its row is not on the same questions as the others."]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description="benchmark an agent against the reference learners on their fingerprinted env")
+    p.add_argument("--reference", required=True, help="results.json written by python -m benchmarks.learners")
+    p.add_argument("--agent", required=True, help="module:callable, an OpenAI-compatible URL, or a model name/folder")
+    p.add_argument("--checkpoint", help="a training checkpoint folder (step-NNNNNN) to load on top of a model --agent")
+    p.add_argument("--questions", type=int, help="evaluate only the first N of the reference's questions (default: all)")
+    p.add_argument("--seeds", nargs="+", help="the reference seeds to compare on (default: all)")
+    p.add_argument("--fingerprint", nargs="+", default=[], metavar="KEY=VALUE",
+                   help="the setting you expect (e.g. top_k=3 make.hops=[2]); a reference in another one is refused")
+    p.add_argument("--model-name", default="default", help="the model field sent to an OpenAI-compatible endpoint")
+    p.add_argument("--api-key-env", metavar="VAR", help="an environment variable holding the endpoint's API key")
+    p.add_argument("--cache-dir", help="where rebuilt envs cache their retrieval index (default: searchgym's cache)")
+    p.add_argument("--out", help="also write the agent's per-seed metrics as JSON here")
+    args = p.parse_args(argv)
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # the evaluation's own bar is the one to watch
+    api_key = None
+    if args.api_key_env:
+        api_key = os.environ.get(args.api_key_env)
+        if not api_key:
+            raise ConfigError(f"--api-key-env {args.api_key_env}: that environment variable is not set")
+    result = compare(args.reference, args.agent, questions=args.questions, seeds=args.seeds, requests=parse_requests(args.fingerprint),
+                     cache_dir=args.cache_dir, checkpoint=args.checkpoint, model_name=args.model_name, api_key=api_key, progress=True)
+    print(table(load_reference(args.reference), result))
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(result, indent=2, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    from searchgym.errors import SearchGymError
+
+    try:
+        raise SystemExit(main())
+    except SearchGymError as e:  # a refusal is the answer, not a crash: its message without a traceback
+        raise SystemExit(f"benchmarks.compare: {e}") from None

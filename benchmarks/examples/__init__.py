@@ -1,0 +1,1 @@
+"""Agents to benchmark with `python -m benchmarks.compare` (docs/benchmark-your-agent.md)."""
