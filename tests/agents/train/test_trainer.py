@@ -121,3 +121,20 @@ def test_a_learner_is_named_or_given_as_its_config():
     assert config.learner_name == "cw-grpo" and config.learner.alpha == 2.0
     with pytest.raises(ConfigError, match="unknown learner 'ppo'; registered: .*cw-grpo"):
         TrainConfig(learner="ppo")
+
+
+def test_evaluation_reports_each_questions_greedy_em_and_avg_at_k(tmp_path):
+    trainer = Trainer(tiny_config(tmp_path, eval_questions=3))
+    try:
+        result = trainer.evaluation(samples=2)
+        again = trainer.evaluation()
+    finally:
+        trainer.close()
+    assert len(result.em) == 3 and set(result.em) <= {0.0, 1.0}
+    assert result.metrics["eval/em"] == sum(result.em) / 3
+    assert result.metrics["eval/questions"] == 3.0
+    assert 0.0 <= result.metrics["eval/avg@2/em"] <= 1.0 and "eval/avg@2/f1" in result.metrics
+    # Greedy evaluation is deterministic: without samples, the same per-question EMs and no Avg@k.
+    assert again.em == result.em and "eval/avg@2/em" not in again.metrics
+    with pytest.raises(ValueError, match="samples"):
+        trainer.evaluation(samples=1)
