@@ -42,7 +42,7 @@ import numpy as np
 
 from agents.train import TrainConfig
 from agents.train.config import EnvConfig, OptimConfig, RolloutConfig
-from agents.train.metrics import SIGNALS
+from agents.train.metrics import SIGNALS, signal_summary
 from benchmarks.curves import plot_curves
 from benchmarks.fingerprint import trainer_eval_fingerprint
 from benchmarks.progress import counting_calls, counting_passes, generation_budget, phase
@@ -200,7 +200,7 @@ def _cold_start(trainer) -> list[float]:
 def _train(trainer, learner: str) -> list[dict[str, float]]:
     """`trainer.run()` behind a progress bar of RL steps, with the last step's training reward and EM."""
     def shown(m: dict[str, float]) -> dict[str, str]:
-        return {"reward": f"{m['rollout/reward']:.2f}", "em": f"{m['rollout/em']:.2f}"}
+        return {"reward": f"{m['rollout/reward']:.2f}", "em": f"{m['rollout/em']:.2f}", **signal_summary(m)}
 
     with phase(f"[{learner}] RL steps", trainer.config.steps - trainer.step, "step") as bar, \
             counting_calls(trainer, "train_step", bar, postfix=shown):
