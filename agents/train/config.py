@@ -43,6 +43,9 @@ class EnvConfig:
     """Synthetic question hop counts."""
     num_questions: int = 200
     """Training questions drawn from the world's train split."""
+    world_seed: int | None = None
+    """Seed of the synthetic world (its entities, corpus and questions); None: the run's `seed`. Fixing it
+    keeps one world, and one set of evaluation questions, across runs that differ only in their RL seed."""
     max_turns: int = 3
     """Env turns per episode."""
     top_k: int = 2
@@ -60,6 +63,8 @@ class EnvConfig:
 
     def __post_init__(self) -> None:
         _at_least(self, 1, "max_turns", "top_k", "num_questions", "num_entities")
+        if self.world_seed is not None and self.world_seed < 0:
+            raise ConfigError(f"EnvConfig.world_seed must be None or >= 0, got {self.world_seed}")
         self.hops = tuple(int(h) for h in self.hops)
         if not isinstance(self.options, dict):
             raise ConfigError(f"EnvConfig.options must be a dict of gym.make arguments, got {type(self.options).__name__}")

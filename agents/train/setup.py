@@ -106,7 +106,7 @@ def env_kwargs(config, split: str, cache_dir: Path) -> dict[str, Any]:
     e = config.env
     kwargs: dict[str, Any] = dict(max_turns=e.max_turns, top_k=e.top_k, cache_dir=cache_dir, **e.options)
     if e.id == "SearchQA-Synthetic-v0":
-        kwargs.update(num_entities=e.num_entities, hops=e.hops, split=split, seed=config.seed,
+        kwargs.update(num_entities=e.num_entities, hops=e.hops, split=split, seed=config.seed if e.world_seed is None else e.world_seed,
                       num_questions=e.num_questions if split == "train" else max(config.eval_questions, 1))
     else:
         kwargs.update(data_path=e.data_path, corpus_path=e.corpus_path)

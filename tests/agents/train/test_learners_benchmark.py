@@ -107,3 +107,26 @@ def test_tiny_preset_runs_every_learner_over_two_seeds(tmp_path):
     assert "std over 2 seeds" in report and "| cosearch |" in report
     assert (tmp_path / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (tmp_path / "seed1" / "curves.png").exists()
+
+
+@pytest.mark.slow
+def test_shared_start_trains_every_seed_from_one_cold_start(tmp_path, monkeypatch):
+    from dataclasses import replace
+
+    monkeypatch.setitem(learners.PRESETS, "tiny-shared", replace(learners.PRESETS["tiny"], world_seed=0, shared_start=True, eval_base=False))
+    assert learners.main(["--preset", "tiny-shared", "--learners", "grpo", "--seeds", "0", "1", "--out", str(tmp_path)]) == 0
+    results = json.loads((tmp_path / "results.json").read_text())["results"]
+    assert results["0"]["start"] == results["1"]["start"]  # one start policy, evaluated once
+    assert results["0"]["fingerprint"] == results["1"]["fingerprint"]  # one world, the same questions
+    assert "base" not in results["0"] and not (tmp_path / "seed1" / "cold_start").exists()
+    assert len(results["1"]["grpo"]["eval_em"]) == 4
+    assert "Paired against the cold start" in (tmp_path / "results.md").read_text()
+
+
+def test_shared_start_needs_a_fixed_world():
+    from dataclasses import replace
+
+    from searchgym.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="world_seed"):
+        replace(learners.PRESETS["tiny"], shared_start=True)
