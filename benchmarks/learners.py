@@ -118,12 +118,15 @@ class Preset:
 
 PRESETS = {
     # Sized for 2 CPU cores and ~15 minutes per seed: few, small steps; the table reports what that budget buys.
+    # 1- and 2-hop questions: a 2-hop episode has two search rounds, where CW-GRPO's credit differs from GRPO's;
+    # 512 response tokens let a 2-hop episode reach its answer (two documents of ~110 tokens each).
     # lr 1e-5: at 2e-6 three updates left every learner sampling token-identical rollouts (same seed).
     # No activation checkpointing: it lowers the update's peak memory but made the update 25-40% slower here,
     # and the machine has the memory. 64 rows: sampled tok/s still rises from batch 8 to 32 (79 -> 141 tok/s),
     # so a step's 8 rows and an eval's 20 go in one chunk (`python -m benchmarks.step`, docs/learners.md
     # "Speed and memory on CPU").
-    "cpu": Preset("smollm2-135m", 1000, (1,), 4, 3, 2, 4, 20, 64, 256, 1, 1e-5, SHORT_TEMPLATE, gradient_checkpointing=False, max_batch_rows=64),
+    "cpu": Preset("smollm2-135m", 1000, (1, 2), 8, 3, 2, 4, 20, 64, 512, 1, 1e-5, SHORT_TEMPLATE, gradient_checkpointing=False,
+                  max_batch_rows=64, max_turns=4),
     # The learning check: 2-hop questions (two search rounds that differ in contribution), a short cold start
     # that leaves room to improve (8 steps: greedy test EM 0.68 on 60 questions, with 512 response tokens;
     # 320 cut most episodes before their answer), 200 held-out questions, three RL seeds from one shared
