@@ -61,6 +61,8 @@ from __future__ import annotations
 
 from typing import Literal, TypedDict
 
+from searchgym.protocol.base import ActionKind
+
 SCHEMA_VERSION = 3
 
 
@@ -128,8 +130,12 @@ class RewardParts(TypedDict, total=False):
     """1.0 when the whole trajectory is well formed (`searchgym.rewards.format_valid`), on the last step."""
 
 
+Outcome = Literal["answered", "out_of_turns"]
+"""How the env ended an episode: the agent answered (`terminated`), or ran out of turns (`truncated`)."""
+
+
 class EpisodeSummary(TypedDict):
-    outcome: Literal["answered", "out_of_turns"]
+    outcome: Outcome
     turns: int
     searches: int
     invalid_actions: int
@@ -150,7 +156,7 @@ class StepInfo(TypedDict):
     schema_version: int
     question_id: str
     turn: int
-    action: Literal["search", "answer", "invalid"]
+    action: ActionKind
     invalid_action: bool
     invalid_reason: str | None
     thinking: str

@@ -19,7 +19,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-EpisodeEnd = Literal["answered", "out_of_turns", "over_long", "format_error"]
+from searchgym.info import Outcome
+
+EpisodeEnd = Literal[Outcome, "over_long", "format_error"]
 """Why the episode ended:
 - `answered`: the agent gave an answer (the env terminated);
 - `out_of_turns`: the env truncated it after `max_turns` turns whose last action was well formed;
