@@ -120,7 +120,9 @@ class HTTPClient:
                 raise self.timeout_error(f"{name} did not answer within the {budget_s:g} s budget. {self.hint}")
             tries = attempt + 1
             try:
-                return self._attempt(method, url, data, headers, attempt_s, connect_timeout_s, invalid_json, extract, name)
+                return self._attempt(
+                    method, url, data, headers, attempt_s, connect_timeout_s, invalid_json, extract, name
+                )
             except _Refused as refused:
                 raise self.error(f"{name} failed after {tries} attempt{'s' * (tries != 1)}: {refused}") from None
             except _Failed as failed:
@@ -144,7 +146,9 @@ class HTTPClient:
                 if attempt >= retries:
                     kind = self.timeout_error if failed.timeout else self.error
                     verb = "timed out" if failed.timeout else "failed"
-                    raise kind(f"{name} {verb} after {tries} attempt{'s' * (tries != 1)}: {failed}. {self.hint}") from failed.__cause__
+                    raise kind(
+                        f"{name} {verb} after {tries} attempt{'s' * (tries != 1)}: {failed}. {self.hint}"
+                    ) from failed.__cause__
                 attempt += 1
                 pause = backoff_delay(backoff_s, attempt)
                 if deadline is not None and time.monotonic() + pause >= deadline:
@@ -152,7 +156,9 @@ class HTTPClient:
                         f"{name} still failing when the {budget_s:g} s budget ran out, after {tries} "
                         f"attempt{'s' * (tries != 1)}: {failed}. {self.hint}"
                     ) from failed.__cause__
-                logger.warning("%s failed (attempt %d of %d), retrying in %.2f s: %s", name, tries, retries + 1, pause, failed)
+                logger.warning(
+                    "%s failed (attempt %d of %d), retrying in %.2f s: %s", name, tries, retries + 1, pause, failed
+                )
                 time.sleep(pause)
 
     def _attempt(self, method, url, data, headers, attempt_s, connect_timeout_s, invalid_json, extract, name) -> Any:
@@ -195,7 +201,9 @@ class HTTPClient:
         for chunk in response.iter_bytes():
             size += len(chunk)
             if self.max_response_bytes is not None and size > self.max_response_bytes:
-                raise self.error(f"{name} sent more than {self.max_response_bytes} bytes; ask for less or raise max_response_bytes")
+                raise self.error(
+                    f"{name} sent more than {self.max_response_bytes} bytes; ask for less or raise max_response_bytes"
+                )
             chunks.append(chunk)
             if time.monotonic() > ends:
                 raise _Failed(f"still sending its answer after {attempt_s:g} s", timeout=True)

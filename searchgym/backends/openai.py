@@ -118,7 +118,8 @@ def _content(answer: Any) -> str:
     try:
         content = answer["choices"][0]["message"]["content"]
     except (KeyError, IndexError, TypeError) as e:
-        raise RetryAnswer(f"an answer without choices[0].message.content ({type(e).__name__}): {str(answer)[:200]}") from e
+        shape = f"({type(e).__name__}): {str(answer)[:200]}"
+        raise RetryAnswer(f"an answer without choices[0].message.content {shape}") from e
     if content is None:
         return ""
     if not isinstance(content, str):

@@ -157,7 +157,8 @@ class HTTPRetriever:
                 self._remote_checked = True
                 health = self.config.endpoint.rsplit("/", 1)[0] + "/health"
                 try:
-                    answer = self._http.request("GET", health, timeout_s=min(5.0, self.config.timeout_s), retries=0, backoff_s=0.0)
+                    timeout_s = min(5.0, self.config.timeout_s)
+                    answer = self._http.request("GET", health, timeout_s=timeout_s, retries=0, backoff_s=0.0)
                     self._remote = answer.get("retriever") if isinstance(answer, dict) else None
                 except RetrievalError as e:
                     logger.debug("no description from %s: %s", health, e)
