@@ -45,7 +45,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, get_args
 
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
@@ -54,6 +54,7 @@ from searchgym.corpus import Corpus, Document
 from searchgym.data.formats import FORMATS
 from searchgym.data.records import QARecord
 from searchgym.errors import DataError, SearchGymError
+from searchgym.protocol import ActionKind
 
 TIME_LIMIT_S = 10.0
 """Longest time one input may take before it counts as a hang."""
@@ -317,7 +318,7 @@ def _env_contract(obs: Any, reward: Any, terminated: Any, truncated: Any, info: 
         return f"reward {reward!r} is not a finite float"
     if not isinstance(terminated, bool) or not isinstance(truncated, bool) or (terminated and truncated):
         return f"terminated={terminated!r}, truncated={truncated!r}"
-    if info.get("action") not in ("search", "answer", "invalid"):
+    if info.get("action") not in get_args(ActionKind):
         return f"info['action'] is {info.get('action')!r}"
     if info["invalid_action"] != (info["action"] == "invalid"):
         return "info['invalid_action'] disagrees with info['action']"

@@ -49,7 +49,7 @@ Step info (`StepInfo`), returned by every `step`:
 | `answer` | str or None | the final answer |
 | `shown` | list of `ShownDoc` | documents shown to the agent, in shown order |
 | `candidates` | `Candidates` or None | the retriever's candidate pool (ids and scores, retriever order) for this search |
-| `ranker` | dict or None | the ranker call record (inputs, raw output, parsed order, validity) for model rankers |
+| `ranker` | `RankerCallRecord` or None | the ranker call record (inputs, raw output, parsed order, validity) for model rankers |
 | `labels` | `TurnLabels` or None | judge labels for this turn (None when no judge is configured; see above) |
 | `labels_reason` | str or None | why `labels` is None (no judge, or no gold evidence for the default one); None when labelled |
 | `entities` | `EntityMatches` or None | gold-entity matches up to this turn (None when the record has no gold entities or matching is off) |
@@ -60,6 +60,8 @@ Step info (`StepInfo`), returned by every `step`:
 from __future__ import annotations
 
 from typing import Literal, TypedDict
+
+from searchgym.protocol.base import ActionKind
 
 SCHEMA_VERSION = 3
 
@@ -128,8 +130,12 @@ class RewardParts(TypedDict, total=False):
     """1.0 when the whole trajectory is well formed (`searchgym.rewards.format_valid`), on the last step."""
 
 
+Outcome = Literal["answered", "out_of_turns"]
+"""How the env ended an episode: the agent answered (`terminated`), or ran out of turns (`truncated`)."""
+
+
 class EpisodeSummary(TypedDict):
-    outcome: Literal["answered", "out_of_turns"]
+    outcome: Outcome
     turns: int
     searches: int
     invalid_actions: int
@@ -146,11 +152,42 @@ class EpisodeSummary(TypedDict):
     """The episode's gold-entity match rate gamma (None without gold entities)."""
 
 
-class StepInfo(TypedDict):
+class RankerCallRecord(TypedDict):
+    """One call of a model ranker (`searchgym.rankers.llm.LLMRanker`), as step info `ranker` holds it."""
+
+    ranker: str
+    """Which ranker made the call (`llm`)."""
+    question: str
+    query: str
+    """The sub-query whose candidates were ranked."""
+    candidate_ids: list[str]
+    """The N candidates, in retriever order."""
+    k: int
+    messages: list[dict[str, str]]
+    """The chat the ranker model was given (what training the ranker replays)."""
+    raw_output: str | None
+    """The model's reply; None when the backend failed."""
+    order: list[int]
+    """0-based candidate positions shown, best first (retriever order when the reply did not parse)."""
+    valid: bool
+    """The reply parsed under the ranker's rules."""
+    fallback: bool
+    """True when `order` is the retriever-order fallback."""
+    error: str | None
+    """Why the reply did not parse; None when it did."""
+    reason: str | None
+    """The reply's `<reason>` text."""
+    backend_error: str | None
+    """Why the backend failed; None when it answered."""
+
+
+class _StepFields(TypedDict):
+    """The keys of every step's info (the `StepInfo` table above)."""
+
     schema_version: int
     question_id: str
     turn: int
-    action: Literal["search", "answer", "invalid"]
+    action: ActionKind
     invalid_action: bool
     invalid_reason: str | None
     thinking: str
@@ -158,12 +195,19 @@ class StepInfo(TypedDict):
     answer: str | None
     shown: list[ShownDoc]
     candidates: Candidates | None
-    ranker: dict | None
+    ranker: RankerCallRecord | None
     labels: TurnLabels | None
     labels_reason: str | None
     """Why `labels` is None, and how to get labels; None when the episode is labelled."""
     entities: EntityMatches | None
     reward: RewardParts
+
+
+class StepInfo(_StepFields, total=False):
+    """Step info: `_StepFields`' keys on every step, and `episode` on the step that ends the episode (so
+    readers use `info.get("episode")`)."""
+
+    episode: EpisodeSummary
 
 
 class ResetInfo(TypedDict):

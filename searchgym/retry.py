@@ -1,5 +1,5 @@
 """The retry rules every HTTP client here shares: which answers are worth another attempt, and how long
-to wait before it.
+to wait before it. `searchgym.http.HTTPClient` applies them; this module holds only the rules.
 
 The retrieval client (`searchgym.retrieval.http`), the OpenAI-compatible chat backend
 (`searchgym.backends.openai`) and the policy servers' JSON client (`agents.policies.http`) each bound

@@ -14,20 +14,37 @@ from searchgym.info import StepInfo
 
 class Trajectory(Protocol):
     """What learners read from a rollout trajectory (`agents.rollout.Trajectory` is one); tests pass
-    small stand-ins with these attributes."""
+    small stand-ins with these attributes. Read-only: a plain attribute or a property satisfies each."""
 
-    group: int
-    """The question's group: advantages are normalized within a group."""
-    token_ids: list[int]
-    """The whole sequence; a learner's advantages are as long."""
-    step_infos: list[StepInfo]
-    """The env's info of every step, in order (the schema of `searchgym.info`)."""
-    rounds: Sequence[tuple[int, int]]
-    """(start, end) token span of each round (CW-GRPO)."""
-    finish_reason: str
-    """How the rollout ended; `over_long` is a rollout cut at its token budget (E-GRPO)."""
-    gold_answers: list[str] | None
-    """The question's gold answers (COSEARCH's ranker reward)."""
+    @property
+    def group(self) -> int:
+        """The question's group: advantages are normalized within a group."""
+        ...
+
+    @property
+    def token_ids(self) -> Sequence[int]:
+        """The whole sequence; a learner's advantages are as long."""
+        ...
+
+    @property
+    def step_infos(self) -> Sequence[StepInfo]:
+        """The env's info of every step, in order (the schema of `searchgym.info`)."""
+        ...
+
+    @property
+    def rounds(self) -> Sequence[tuple[int, int]]:
+        """(start, end) token span of each round (CW-GRPO)."""
+        ...
+
+    @property
+    def finish_reason(self) -> str:
+        """How the rollout ended; `over_long` is a rollout cut at its token budget (E-GRPO)."""
+        ...
+
+    @property
+    def gold_answers(self) -> Sequence[str] | None:
+        """The question's gold answers (COSEARCH's ranker reward)."""
+        ...
 
 
 @dataclass

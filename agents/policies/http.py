@@ -1,4 +1,5 @@
-"""A small JSON-over-HTTP client with timeouts, bounded retries and typed errors.
+"""The policy servers' JSON client (SGLang, its router, OpenAI-compatible servers): `HTTPConfig` and a
+`JSONClient` over `searchgym.http.HTTPClient`.
 
 Retries follow `searchgym.retry` (the statuses worth retrying, jittered exponential backoff). Worst case
 before an error is raised: `(retries + 1) * (timeout + connect timeout) + backoff * (2 ** retries - 1)`
@@ -7,19 +8,12 @@ seconds; a refused connection (dead server) fails in about `backoff * (2 ** retr
 
 from __future__ import annotations
 
-import json
-import logging
-import time
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
-
-from searchgym.errors import BackendError, BackendTimeout, ConfigError
-from searchgym.retry import RETRY_STATUS, backoff_delay, check_retry_knobs
-
-logger = logging.getLogger(__name__)
-
+from searchgym.errors import ConfigError
+from searchgym.http import HTTPClient
+from searchgym.retry import check_retry_knobs
 
 
 @dataclass(frozen=True)
@@ -29,6 +23,7 @@ class HTTPConfig:
     timeout_s: float = 300.0
     """Seconds to wait for an answer (a long generation must fit)."""
     connect_timeout_s: float = 5.0
+    """Seconds to wait for the connection itself (a dead server fails this fast)."""
     retries: int = 2
     """Attempts after the first, for connection errors, timeouts and 408/429/5xx answers."""
     backoff_s: float = 0.5
@@ -43,7 +38,8 @@ class HTTPConfig:
 
 
 class JSONClient:
-    """Thread-safe: one `httpx.Client` (a connection pool) shared by every call."""
+    """A server's JSON API under `base_url` over `searchgym.http.HTTPClient`, with `HTTPConfig`'s timeouts
+    and retries. Thread-safe: one connection pool is shared by every call."""
 
     def __init__(self, base_url: str, config: HTTPConfig | None = None, *, max_connections: int = 64):
         if not base_url.startswith(("http://", "https://")):
@@ -51,45 +47,22 @@ class JSONClient:
         self.base_url = base_url.rstrip("/")
         self.config = config or HTTPConfig()
         headers = {"Authorization": f"Bearer {self.config.api_key}"} if self.config.api_key else None
-        limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
-        self._client = httpx.Client(base_url=self.base_url, headers=headers, limits=limits, trust_env=False)
+        # trust_env=False: these servers are local or on the cluster's network, never behind the user's proxy.
+        self._http = HTTPClient(
+            base_url=self.base_url, headers=headers, max_connections=max_connections, trust_env=False,
+            hint="Check its log: is the server running, and reachable at that address?",
+        )
 
     def close(self) -> None:
-        self._client.close()
+        self._http.close()
 
     def request(self, method: str, path: str, payload: Any = None, *, timeout_s: float | None = None, retries: int | None = None) -> Any:
-        """The decoded JSON answer (or the text when it is not JSON). Raises `BackendTimeout` when every
+        """The decoded JSON answer (or the text when it is not JSON). Raises `BackendTimeout` when the last
         attempt timed out, `BackendError` for anything else that failed after the retries, and at once
-        for a 4xx answer other than 408/429 (retrying a bad request cannot help)."""
+        for a 4xx answer other than 408/425/429 (retrying a bad request cannot help)."""
         cfg = self.config
-        timeout = httpx.Timeout(timeout_s or cfg.timeout_s, connect=cfg.connect_timeout_s)
-        attempts = 1 + (cfg.retries if retries is None else retries)
-        url = f"{self.base_url}{path}"
-        last: BackendError | None = None
-        for attempt in range(attempts):
-            if attempt:
-                time.sleep(backoff_delay(cfg.backoff_s, attempt))
-            try:
-                response = self._client.request(method, path, json=payload, timeout=timeout)
-            except httpx.TimeoutException as e:
-                last = BackendTimeout(f"{method} {url} timed out after {timeout.read}s (attempt {attempt + 1}/{attempts})")
-                last.__cause__ = e
-                logger.warning("%s", last)
-                continue
-            except httpx.HTTPError as e:
-                last = BackendError(f"{method} {url} failed: {type(e).__name__}: {e} (attempt {attempt + 1}/{attempts}); is the server running?")
-                last.__cause__ = e
-                logger.warning("%s", last)
-                continue
-            if response.status_code in RETRY_STATUS:
-                last = BackendError(f"{method} {url} answered {response.status_code}: {response.text[:500]}")
-                logger.warning("%s (attempt %d/%d)", last, attempt + 1, attempts)
-                continue
-            if response.status_code >= 400:
-                raise BackendError(f"{method} {url} answered {response.status_code}: {response.text[:500]}")
-            try:
-                return response.json()
-            except json.JSONDecodeError:
-                return response.text
-        assert last is not None
-        raise last
+        return self._http.request(
+            method, path, payload,
+            timeout_s=timeout_s or cfg.timeout_s, connect_timeout_s=cfg.connect_timeout_s,
+            retries=cfg.retries if retries is None else retries, backoff_s=cfg.backoff_s, invalid_json="text",
+        )

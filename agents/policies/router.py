@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from agents.policies.base import Completion, SamplingParams
 from agents.policies.http import HTTPConfig
@@ -32,6 +32,8 @@ if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
 logger = logging.getLogger(__name__)
+
+StaleWorkerAction = Literal["remove", "raise"]
 
 
 @dataclass(frozen=True)
@@ -48,7 +50,7 @@ class RouterPolicyConfig:
     """Timeout of one worker's weight update."""
     max_concurrency: int = 64
     """Requests to the router in flight at once."""
-    on_stale_worker: Literal["remove", "raise"] = "remove"
+    on_stale_worker: StaleWorkerAction = "remove"
     """A worker that fails a push or reports another weight version: `remove` takes it out of the router
     and continues with the others (the push fails only when no worker took it); `raise` stops."""
     removal_wait_s: float = 10.0
@@ -59,7 +61,7 @@ class RouterPolicyConfig:
             raise ConfigError(f"router url must start with http:// or https://, got {self.url!r}")
         if self.max_concurrency < 1 or self.update_timeout_s <= 0 or self.removal_wait_s < 0:
             raise ConfigError("max_concurrency must be >= 1, update_timeout_s > 0 and removal_wait_s >= 0")
-        if self.on_stale_worker not in ("remove", "raise"):
+        if self.on_stale_worker not in get_args(StaleWorkerAction):
             raise ConfigError(f"on_stale_worker must be 'remove' or 'raise', got {self.on_stale_worker!r}")
 
 

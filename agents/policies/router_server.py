@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 from agents.policies.sglang_server import SGLangServer, SGLangServerConfig
 from searchgym.errors import ConfigError
+
+
+RoutingPolicy = Literal["cache_aware", "round_robin", "random", "power_of_two"]
 
 
 @dataclass(frozen=True)
@@ -22,7 +25,7 @@ class SGLangRouterConfig:
 
     worker_urls: tuple[str, ...]
     """The SGLang servers to route to (more can be added later with `POST /workers`)."""
-    policy: Literal["cache_aware", "round_robin", "random", "power_of_two"] = "cache_aware"
+    policy: RoutingPolicy = "cache_aware"
     """How the router picks a worker; cache_aware sends requests that share a prefix to one worker."""
     host: str = "127.0.0.1"
     port: int = 0
@@ -42,7 +45,7 @@ class SGLangRouterConfig:
         bad = [u for u in self.worker_urls if not u.startswith(("http://", "https://"))]
         if bad:
             raise ConfigError(f"worker urls must start with http:// or https://, got {bad}")
-        if self.policy not in ("cache_aware", "round_robin", "random", "power_of_two"):
+        if self.policy not in get_args(RoutingPolicy):
             raise ConfigError(f"policy must be cache_aware, round_robin, random or power_of_two, got {self.policy!r}")
 
 

@@ -37,7 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from agents.policies.base import Completion, SamplingParams, check_budgets
 from agents.policies.http import HTTPConfig, JSONClient
@@ -48,6 +48,8 @@ if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
 logger = logging.getLogger(__name__)
+
+PauseMode = Literal["abort", "retract", "in_place"]
 
 
 @dataclass(frozen=True)
@@ -64,7 +66,7 @@ class SGLangPolicyConfig:
     """Requests in flight at once."""
     abort_retries: int = 2
     """Times a request aborted by the server (e.g. by a concurrent pause) is sent again."""
-    pause_mode: Literal["abort", "retract", "in_place"] = "retract"
+    pause_mode: PauseMode = "retract"
     """What `/pause_generation` does to requests in flight during a weight update."""
     tp_size: int = 1
     """Tensor-parallel ranks of the server (the tensor path sends one payload per rank)."""
@@ -74,7 +76,7 @@ class SGLangPolicyConfig:
             raise ConfigError(f"max_concurrency must be >= 1, got {self.max_concurrency}")
         if self.abort_retries < 0 or self.tp_size < 1 or self.update_timeout_s <= 0:
             raise ConfigError("abort_retries must be >= 0, tp_size >= 1 and update_timeout_s > 0")
-        if self.pause_mode not in ("abort", "retract", "in_place"):
+        if self.pause_mode not in get_args(PauseMode):
             raise ConfigError(f"pause_mode must be abort, retract or in_place, got {self.pause_mode!r}")
 
 

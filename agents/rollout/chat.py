@@ -19,6 +19,7 @@ from agents.rollout.engine import DEFAULT_STOPS
 from agents.rollout.trajectory import EpisodeEnd
 from searchgym.backends import ChatMessage
 from searchgym.errors import ConfigError
+from searchgym.info import StepInfo
 
 
 @dataclass
@@ -31,7 +32,7 @@ class TextEpisode:
     prompt: str
     agent_texts: list[str] = field(default_factory=list)
     observation_texts: list[str] = field(default_factory=list)
-    step_infos: list[dict[str, Any]] = field(default_factory=list)
+    step_infos: list[StepInfo] = field(default_factory=list)
     reward: float = 0.0
     finish_reason: EpisodeEnd | None = None
     weight_version: int = 0

@@ -24,6 +24,7 @@ import gymnasium as gym
 from agents.policies.base import Completion, Policy, SamplingParams
 from agents.rollout.trajectory import EpisodeEnd, Segment, Trajectory
 from searchgym.errors import ConfigError
+from searchgym.info import ResetInfo, StepInfo
 
 logger = logging.getLogger(__name__)
 
@@ -106,7 +107,7 @@ class RolloutTiming:
 class _Episode:
     """Mutable state of one running episode."""
 
-    def __init__(self, env: gym.Env, group: int, sample: int, prompt_text: str, prompt_ids: list[int], reset_info: dict):
+    def __init__(self, env: gym.Env, group: int, sample: int, prompt_text: str, prompt_ids: list[int], reset_info: ResetInfo):
         self.env, self.group, self.sample = env, group, sample
         self.reset_info = reset_info
         self.ids: list[int] = list(prompt_ids)
@@ -114,7 +115,7 @@ class _Episode:
         self.logprobs: list[float] = [0.0] * len(prompt_ids)
         self.segments = [Segment("prompt", 0, len(prompt_ids), prompt_text, -1)]
         self.prompt_len = len(prompt_ids)
-        self.infos: list[dict[str, Any]] = []
+        self.infos: list[StepInfo] = []
         self.reward = 0.0
         self.end: EpisodeEnd | None = None
         self.turn = 0

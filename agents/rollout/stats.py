@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import get_args
 
-from agents.rollout.trajectory import Trajectory
+from agents.rollout.trajectory import EpisodeEnd, Trajectory
 
-ENDS = ("answered", "out_of_turns", "over_long", "format_error")
+ENDS: tuple[str, ...] = get_args(EpisodeEnd)
 
 
 def rollout_metrics(trajectories: Sequence[Trajectory]) -> dict[str, float]:

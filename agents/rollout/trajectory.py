@@ -19,7 +19,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-EpisodeEnd = Literal["answered", "out_of_turns", "over_long", "format_error"]
+from searchgym.info import Outcome, ResetInfo, StepInfo
+
+EpisodeEnd = Literal[Outcome, "over_long", "format_error"]
 """Why the episode ended:
 - `answered`: the agent gave an answer (the env terminated);
 - `out_of_turns`: the env truncated it after `max_turns` turns whose last action was well formed;
@@ -62,8 +64,8 @@ class Trajectory:
     loss_mask: list[int]
     logprobs: list[float]
     segments: list[Segment]
-    step_infos: list[dict[str, Any]]
-    reset_info: dict[str, Any]
+    step_infos: list[StepInfo]
+    reset_info: ResetInfo
     reward: float
     """Sum of the env's rewards over the episode (0 for an over-long episode that never answered)."""
     finish_reason: EpisodeEnd

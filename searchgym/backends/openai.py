@@ -1,18 +1,17 @@
 """`OpenAIChatBackend`: an OpenAI-compatible `/v1/chat/completions` client (SGLang, vLLM, OpenAI, ...).
 
 Each conversation of a batch is one HTTP request; a batch's requests run concurrently on a small thread
-pool (SGLang and vLLM batch concurrent requests on the server). Every request has a connect and a read
-timeout; failures that may pass (connection errors, timeouts, HTTP 429 and 5xx, an unreadable body) are
-retried `retries` times with jittered exponential backoff (`searchgym.retry`), then raise `BackendTimeout` (the last failure was a
-timeout) or `BackendError`. Other HTTP errors (400, 401, 404...) raise at once. So a dead server raises
+pool (SGLang and vLLM batch concurrent requests on the server). The transport is `searchgym.http.HTTPClient`:
+every request has a connect and a read timeout; failures that may pass (connection errors, timeouts,
+`searchgym.retry.RETRY_STATUS` answers, an unreadable body) are retried `retries` times with jittered
+exponential backoff, then raise `BackendTimeout` (the last failure was a timeout) or `BackendError`. Other
+HTTP errors (400, 401, 404...) raise at once. So a dead server raises
 after at most `(retries + 1) * (connect_timeout_s + backoff)` seconds and a hung one after at most
 `(retries + 1) * (timeout_s + backoff)`.
 """
 
 from __future__ import annotations
 
-import logging
-import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -20,15 +19,16 @@ from typing import Any
 
 from searchgym.backends.base import ChatMessage
 from searchgym.errors import BackendError, BackendTimeout, ConfigError
-from searchgym.retry import RETRY_STATUS, backoff_delay, check_retry_knobs
+from searchgym.http import HTTPClient, RetryAnswer
+from searchgym.retry import check_retry_knobs
 
 __all__ = ["OpenAIChatBackend", "OpenAIConfig"]
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class OpenAIConfig:
+    """Where the OpenAI-compatible server is, which model it serves, and how long to wait for it."""
+
     base_url: str
     """The server's API root, e.g. `http://127.0.0.1:30000/v1` (SGLang) or `http://127.0.0.1:8000/v1` (vLLM)."""
     model: str
@@ -38,6 +38,7 @@ class OpenAIConfig:
     timeout_s: float = 120.0
     """Read timeout of one request, in seconds (a judge reply with analysis can take a while)."""
     connect_timeout_s: float = 5.0
+    """Seconds to wait for the connection itself (a dead server fails this fast)."""
     retries: int = 2
     """Retries after the first attempt, for failures that may pass."""
     backoff_s: float = 0.5
@@ -59,31 +60,24 @@ class OpenAIConfig:
             raise ConfigError(f"OpenAIConfig.max_concurrency must be >= 1, got {self.max_concurrency}")
 
 
-class _Retryable(Exception):
-    def __init__(self, message: str, *, timeout: bool = False):
-        super().__init__(message)
-        self.timeout = timeout
-
-
 class OpenAIChatBackend:
     """A `ChatBackend` over an OpenAI-compatible HTTP server. Close it (or use `with`) to free its
     connections."""
 
     def __init__(self, config: OpenAIConfig):
-        import httpx
-
         self.config = config
         self._url = config.base_url.rstrip("/") + "/chat/completions"
-        headers = {"Authorization": f"Bearer {config.api_key}"} if config.api_key else {}
-        timeout = httpx.Timeout(config.timeout_s, connect=config.connect_timeout_s)
-        limits = httpx.Limits(max_connections=config.max_concurrency, max_keepalive_connections=config.max_concurrency)
-        self._client = httpx.Client(timeout=timeout, headers=headers, limits=limits)
+        self._http = HTTPClient(
+            headers={"Authorization": f"Bearer {config.api_key}"} if config.api_key else {},
+            max_connections=config.max_concurrency,
+            hint=f"Check that the server is up and serves model {config.model!r}, or raise timeout_s",
+        )
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "openai", "base_url": self.config.base_url, "model": self.config.model, "extra_body": dict(self.config.extra_body)}
 
     def close(self) -> None:
-        self._client.close()
+        self._http.close()
 
     def __enter__(self) -> OpenAIChatBackend:
         return self
@@ -113,42 +107,21 @@ class OpenAIChatBackend:
     def _complete(self, messages: list[ChatMessage], max_tokens: int, temperature: float) -> str:
         body = {**self.config.extra_body, "model": self.config.model, "messages": messages,
                 "max_tokens": max_tokens, "temperature": temperature}
-        attempts = self.config.retries + 1
-        last: _Retryable | None = None
-        for attempt in range(attempts):
-            if attempt:
-                time.sleep(backoff_delay(self.config.backoff_s, attempt))
-            try:
-                return self._post(body)
-            except _Retryable as e:
-                last = e
-                logger.debug("chat request to %s failed (attempt %d/%d): %s", self._url, attempt + 1, attempts, e)
-        assert last is not None
-        kind = BackendTimeout if last.timeout else BackendError
-        raise kind(f"{self._url}: {last} (after {attempts} attempts); check that the server is up and serves "
-                   f"model {self.config.model!r}, or raise timeout_s")
+        c = self.config
+        return self._http.request("POST", self._url, body, timeout_s=c.timeout_s, connect_timeout_s=c.connect_timeout_s,
+                                  retries=c.retries, backoff_s=c.backoff_s, invalid_json="retry", extract=_content)
 
-    def _post(self, body: dict[str, Any]) -> str:
-        import httpx
 
-        try:
-            response = self._client.post(self._url, json=body)
-        except httpx.TimeoutException as e:
-            raise _Retryable(f"timed out ({type(e).__name__})", timeout=True) from e
-        except httpx.TransportError as e:
-            raise _Retryable(f"connection failed ({type(e).__name__}: {e})") from e
-        except (httpx.HTTPError, httpx.InvalidURL) as e:
-            raise BackendError(f"{self._url}: request failed ({type(e).__name__}: {e})") from e
-        if response.status_code in RETRY_STATUS:
-            raise _Retryable(f"HTTP {response.status_code}: {response.text[:200]}")
-        if response.status_code >= 400:
-            raise BackendError(f"{self._url}: HTTP {response.status_code}: {response.text[:300]}")
-        try:
-            content = response.json()["choices"][0]["message"]["content"]
-        except (ValueError, KeyError, IndexError, TypeError) as e:
-            raise _Retryable(f"unreadable response body ({type(e).__name__}): {response.text[:200]!r}") from e
-        if content is None:
-            return ""
-        if not isinstance(content, str):
-            raise _Retryable(f"message content is {type(content).__name__}, not text")
-        return content
+def _content(answer: Any) -> str:
+    """The reply text of a chat completion; `RetryAnswer` for a body of another shape (a proxy's page, a
+    body cut short), which a second request usually cures."""
+    try:
+        content = answer["choices"][0]["message"]["content"]
+    except (KeyError, IndexError, TypeError) as e:
+        shape = f"({type(e).__name__}): {str(answer)[:200]}"
+        raise RetryAnswer(f"an answer without choices[0].message.content {shape}") from e
+    if content is None:
+        return ""
+    if not isinstance(content, str):
+        raise RetryAnswer(f"message content is {type(content).__name__}, not text")
+    return content

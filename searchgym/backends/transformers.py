@@ -12,7 +12,7 @@ import logging
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from searchgym.backends.base import ChatMessage
 from searchgym.errors import BackendError, ConfigError
@@ -21,7 +21,8 @@ __all__ = ["TransformersChatBackend", "TransformersConfig"]
 
 logger = logging.getLogger(__name__)
 
-_DTYPES = ("float32", "bfloat16", "float16")
+DType = Literal["float32", "bfloat16", "float16"]
+_DTYPES: tuple[str, ...] = get_args(DType)
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,7 @@ class TransformersConfig:
     """Where `resolve_model` keeps converted models (default `~/.cache/searchgym/models`)."""
     device: str = "cpu"
     """torch device, e.g. `cpu`, `cuda`, `cuda:1`."""
-    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    dtype: DType = "float32"
     batch_size: int = 8
     """Conversations generated together; larger batches are split."""
     max_input_tokens: int | None = None

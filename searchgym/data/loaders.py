@@ -74,7 +74,7 @@ from contextlib import closing
 from dataclasses import dataclass, replace
 from itertools import chain, islice
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from searchgym.corpus import Corpus, Document
 from searchgym.data.fields import RecordShapeError, type_name
@@ -243,7 +243,7 @@ def _check_path(path: str | Path) -> Path:
 
 
 def _check_arguments(format: str, source: str | None, limit: int | None, on_error: str) -> None:
-    if on_error not in ("raise", "skip"):
+    if on_error not in get_args(OnError):
         raise ConfigError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
     if format != "auto" and format not in FORMATS:
         raise ConfigError(f"format={format!r} is not supported; use 'auto' or one of {', '.join(FORMATS)}")

@@ -19,6 +19,7 @@ from searchgym.errors import ConfigError, EpisodeStateError
 from searchgym.info import SCHEMA_VERSION, EpisodeSummary, ResetInfo, RewardParts, ShownDoc, StepInfo
 from searchgym.judges.base import Judge, resolve_judge
 from searchgym.protocol import Action, ActionProtocol, resolve_protocol
+from searchgym.protocol.tags import DocFormat
 from searchgym.rankers import Ranker, resolve_ranker
 from searchgym.retrieval import Hit, Retriever, resolve_retriever
 from searchgym.rewards import (
@@ -36,6 +37,7 @@ from searchgym.rewards.answer import AnswerReward
 logger = logging.getLogger(__name__)
 
 EntityMatch = Literal["normalized", "exact"]
+JudgeMode = Literal["sync", "deferred"]
 """How a gold entity matches the thinking text (the `entity_match` argument)."""
 
 MAX_TEXT = 1_000_000
@@ -159,7 +161,7 @@ class SearchQAEnv(gym.Env[str, str]):
         answer_reward: str | AnswerReward = "em",
         action_format: str | ActionProtocol = "tags",
         template: str | None = None,
-        doc_format: Literal["search-r1", "plain"] | None = None,
+        doc_format: DocFormat | None = None,
         top_k: int = 3,
         candidates: int = 50,
         max_turns: int = 4,
@@ -167,7 +169,7 @@ class SearchQAEnv(gym.Env[str, str]):
         cache_dir: str | Path | None | bool = None,
         render_mode: str | None = None,
         judge: str | Judge | None = "auto",
-        judge_mode: Literal["sync", "deferred"] | None = None,
+        judge_mode: JudgeMode | None = None,
         match_entities: bool = True,
         entity_match: EntityMatch = "normalized",
     ):
@@ -185,7 +187,7 @@ class SearchQAEnv(gym.Env[str, str]):
             require_pillow()
         if template is not None and "{question}" not in template:
             raise ConfigError("template must contain a '{question}' field")
-        if judge_mode not in (None, "sync", "deferred"):
+        if judge_mode is not None and judge_mode not in get_args(JudgeMode):
             raise ConfigError(f"judge_mode must be None, 'sync' or 'deferred', got {judge_mode!r}")
         self.records = list(records)
         self._by_id = {r.id: i for i, r in enumerate(self.records)}

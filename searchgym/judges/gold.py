@@ -44,7 +44,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, get_args
 
 from searchgym.corpus import Document
 from searchgym.data.records import QARecord
@@ -55,6 +55,7 @@ from searchgym.judges.base import JudgeRequest, SearchRound, Verdict
 __all__ = ["GoldEpisode", "GoldJudge", "GoldJudgeConfig"]
 
 Basis = Literal["doc_ids", "titles", "answers"]
+Relevance = Literal["auto", Basis]
 
 _TRIVIAL_ANSWERS = frozenset({"yes", "no"})
 _STOPWORDS = frozenset(
@@ -65,7 +66,7 @@ _STOPWORDS = frozenset(
 
 @dataclass(frozen=True)
 class GoldJudgeConfig:
-    relevance: Literal["auto", "doc_ids", "titles", "answers"] = "auto"
+    relevance: Relevance = "auto"
     """The evidence basis (see the module docstring); `auto`: `doc_ids` when the record has gold documents
     that the corpus holds, else `titles` when it has gold titles, else `answers`."""
     min_question_overlap: float = 0.5
@@ -73,7 +74,7 @@ class GoldJudgeConfig:
     title, for the query to count as useful."""
 
     def __post_init__(self) -> None:
-        if self.relevance not in ("auto", "doc_ids", "titles", "answers"):
+        if self.relevance not in get_args(Relevance):
             raise ConfigError(f"GoldJudgeConfig.relevance must be auto, doc_ids, titles or answers; got {self.relevance!r}")
         if not 0.0 <= self.min_question_overlap <= 1.0:
             raise ConfigError(f"GoldJudgeConfig.min_question_overlap must be in [0, 1], got {self.min_question_overlap}")

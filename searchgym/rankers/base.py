@@ -8,6 +8,7 @@ from functools import lru_cache
 from typing import Any, Protocol, runtime_checkable
 
 from searchgym.errors import ConfigError
+from searchgym.info import RankerCallRecord
 from searchgym.retrieval.base import Hit
 
 
@@ -17,7 +18,7 @@ class RankResult:
 
     order: tuple[int, ...]
     """Indices into the candidates, at most `k`, unique."""
-    call: dict[str, Any] | None = field(default=None)
+    call: RankerCallRecord | None = field(default=None)
     """For rankers that call a model: inputs, raw output, parsed order and validity (goes to step info)."""
 
 

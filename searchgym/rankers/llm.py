@@ -19,6 +19,7 @@ from typing import Any
 
 from searchgym.backends import ChatBackend, ChatMessage
 from searchgym.errors import BackendError, ConfigError
+from searchgym.info import RankerCallRecord
 from searchgym.rankers.base import RankResult
 from searchgym.retrieval.base import Hit
 
@@ -224,7 +225,7 @@ class LLMRanker:
         parsed: RerankParse,
         order: tuple[int, ...],
         failure: str | None,
-    ) -> dict[str, Any]:
+    ) -> RankerCallRecord:
         return {
             "ranker": "llm",
             "question": req.question,

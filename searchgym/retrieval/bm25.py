@@ -28,7 +28,7 @@ import shutil
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import numpy as np
 
@@ -38,6 +38,9 @@ from searchgym.retrieval.base import Hit
 from searchgym.retrieval.tokenize import Tokenizer
 
 logger = logging.getLogger(__name__)
+
+BM25Backend = Literal["bm25s", "rank_bm25"]
+"""`bm25s` (fast, cached) or `rank_bm25` (the reference implementation)."""
 
 INDEX_FORMAT_VERSION = 1
 
@@ -89,7 +92,7 @@ class BM25Retriever:
         self,
         corpus: Corpus,
         *,
-        backend: Literal["bm25s", "rank_bm25"] = "bm25s",
+        backend: BM25Backend = "bm25s",
         k1: float = 0.9,
         b: float = 0.4,
         method: Literal["lucene", "robertson", "atire"] = "lucene",
@@ -106,7 +109,7 @@ class BM25Retriever:
             cache_dir: folder for the persisted bm25s index; None means `~/.cache/searchgym`, False
                 disables caching.
         """
-        if backend not in ("bm25s", "rank_bm25"):
+        if backend not in get_args(BM25Backend):
             raise ConfigError(f"unknown BM25 backend {backend!r}; choose 'bm25s' or 'rank_bm25'")
         if len(corpus) == 0:
             raise ConfigError("cannot build a BM25 index over an empty corpus")

@@ -20,13 +20,16 @@ import sqlite3
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from searchgym.corpus import Document
 from searchgym.errors import CacheMissError, ConfigError, DataError
 from searchgym.retrieval.base import Hit, Retriever
 
 logger = logging.getLogger(__name__)
+
+CacheMode = Literal["record", "replay"]
+"""`record`: serve hits, retrieve and store misses; `replay`: serve hits, raise `CacheMissError` on a miss."""
 
 
 def fingerprint(description: dict[str, Any]) -> str:
@@ -185,7 +188,7 @@ class CachedRetriever:
         retriever: Retriever | None,
         cache: RetrievalCache | str | Path,
         *,
-        mode: Literal["record", "replay"] = "record",
+        mode: CacheMode = "record",
         description: dict[str, Any] | None = None,
     ):
         """
@@ -197,7 +200,7 @@ class CachedRetriever:
             description: in replay mode without a retriever, which recorded retriever to replay; may be
                 omitted when the cache holds exactly one.
         """
-        if mode not in ("record", "replay"):
+        if mode not in get_args(CacheMode):
             raise ConfigError(f"CachedRetriever mode must be 'record' or 'replay', got {mode!r}")
         if mode == "record" and retriever is None:
             raise ConfigError("record mode needs a retriever to answer cache misses")

@@ -27,6 +27,7 @@ from searchgym.corpus import Document
 from searchgym.errors import ConfigError
 from searchgym.retrieval.base import Hit
 from searchgym.retrieval.encoders import EncoderConfig, TextEncoder
+from searchgym.retrieval.integrity import VerifyMode
 
 logger = logging.getLogger(__name__)
 
@@ -185,7 +186,7 @@ class DenseRetriever:
         corpus_path: str | Path | None = None,
         encoder: TextEncoder | EncoderConfig | None = None,
         mmap: bool = True,
-        verify: Literal["fast", "full", "size"] = "fast",
+        verify: VerifyMode = "fast",
         allow_encoders: Collection[str] = (),
     ) -> DenseRetriever:
         """Open an index built by `searchgym index build` (see `searchgym.retrieval.index.load_index_parts`

@@ -34,6 +34,7 @@ _PREFIXES = {"none": ("", ""), "e5": ("query: ", "passage: ")}
 
 
 Pooling = Literal["auto", "mean", "cls"]
+EncoderDType = Literal["auto", "bfloat16", "float32"]
 """How token vectors become one text vector (`EncoderConfig.pooling`)."""
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ class EncoderConfig:
     """Tokens kept per text; None uses the model's `sentence_bert_config.json` value, else 512."""
     batch_size: int = 64
     """Texts per forward pass."""
-    dtype: Literal["auto", "bfloat16", "float32"] = "auto"
+    dtype: EncoderDType = "auto"
     """Compute dtype. `auto`: bfloat16 on a GPU and on CPUs with native bf16 instructions (`avx512_bf16` or
     `amx_bf16` on x86, `bf16` on Arm, read from /proc/cpuinfo), float32 on other CPUs, where torch emulates
     bf16 and runs it ~3x slower than float32. Either dtype ranks the same (it only changes rounding)."""
@@ -70,7 +71,7 @@ class EncoderConfig:
             raise ConfigError(f"EncoderConfig.max_length must be >= 1 or None, got {self.max_length}")
         if self.batch_size < 1:
             raise ConfigError(f"EncoderConfig.batch_size must be >= 1, got {self.batch_size}")
-        if self.dtype not in ("auto", "bfloat16", "float32"):
+        if self.dtype not in get_args(EncoderDType):
             raise ConfigError(f"EncoderConfig.dtype must be 'auto', 'bfloat16' or 'float32', got {self.dtype!r}")
         if not self.device:
             raise ConfigError("EncoderConfig.device must name a torch device such as 'cpu' or 'cuda'")

@@ -6,9 +6,10 @@ one list per query. Servers that ignore `return_scores` and answer bare document
 score is then 0), as are documents with `title`/`text` instead of `contents`, or without an `id` (the id
 is then derived from the contents, so it is stable across calls).
 
-Every call is bounded: `timeout_s` is the budget for the whole `search` call, retries included, and a
-response that trickles in slower than that is cut off too. Connection failures and 429/502/503/504 are
-retried with exponential backoff (`retries` times) while the budget lasts; other HTTP errors are not. A
+The transport is `searchgym.http.HTTPClient`. Every call is bounded: `timeout_s` is the budget for the
+whole `search` call, retries included, and a response that trickles in slower than that is cut off too.
+Connection failures and the shared retry statuses but 500 (`_RETRY_STATUS`) are retried with jittered
+exponential backoff (`retries` times) while the budget lasts; other HTTP errors are not. A
 503 with `Retry-After` (our server while its retriever process restarts) is retried until the budget
 runs out, not counted against `retries`, waiting what the server asks (at most `RETRY_AFTER_MAX_S` at a
 time), so an env step rides out a restart of a few seconds. Failures raise `RetrievalTimeout` (the
@@ -18,7 +19,6 @@ budget ran out) or `RetrievalError` (anything else), never hang.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import threading
 import time
@@ -29,8 +29,9 @@ from urllib.parse import urlsplit
 
 from searchgym.corpus import Document, split_contents
 from searchgym.errors import ConfigError, RetrievalError, RetrievalTimeout
+from searchgym.http import HTTPClient
 from searchgym.retrieval.base import Hit
-from searchgym.retry import RETRY_STATUS, backoff_delay, check_retry_knobs
+from searchgym.retry import RETRY_STATUS, check_retry_knobs
 
 _RETRY_STATUS = RETRY_STATUS - {500}
 """The shared retry statuses but 500: the retrieval server answers 500 when its retriever raised, which the
@@ -90,14 +91,18 @@ class HTTPRetriever:
     """
 
     def __init__(self, config: HTTPRetrieverConfig | str):
-        try:
-            import httpx
-        except ImportError as e:
-            raise ConfigError("HTTPRetriever needs httpx: pip install 'searchgym[server]'") from e
-
         self.config = HTTPRetrieverConfig(url=config) if isinstance(config, str) else config
-        self._httpx = httpx
-        self._client = httpx.Client(limits=httpx.Limits(max_connections=64, max_keepalive_connections=64))
+        auth = {"authorization": f"Bearer {self.config.api_key}"} if self.config.api_key else {}
+        self._http = HTTPClient(
+            headers=auth,
+            max_connections=64,
+            error=RetrievalError,
+            timeout_error=RetrievalTimeout,
+            hint="Is it running (searchgym serve ...)?",
+            retry_status=_RETRY_STATUS,
+            retry_after_max_s=RETRY_AFTER_MAX_S,
+            max_response_bytes=self.config.max_response_bytes,
+        )
         self._remote: dict[str, Any] | None = None
         self._remote_checked = False
         self._lock = threading.Lock()
@@ -125,7 +130,7 @@ class HTTPRetriever:
         }
 
     def close(self) -> None:
-        self._client.close()
+        self._http.close()
 
     def __enter__(self) -> HTTPRetriever:
         return self
@@ -136,81 +141,15 @@ class HTTPRetriever:
     # -- transport ------------------------------------------------------------------------------------
 
     def _post(self, payload: dict[str, Any], deadline: float) -> Any:
-        httpx = self._httpx
-        url = self.config.endpoint
-        data = json.dumps(payload).encode()
-        headers = {"content-type": "application/json", **self._auth()}
-        attempt, last_error, waits = 0, "", 0
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise RetrievalTimeout(
-                    f"retrieval server at {url} did not answer within {self.config.timeout_s:g} s ({last_error or 'no answer'})"
-                )
-            retryable, retry_after, status = False, None, None
-            try:
-                with self._client.stream(
-                    "POST", url, content=data, headers=headers, timeout=httpx.Timeout(remaining)
-                ) as response:
-                    raw = self._read(response, deadline, url)
-                    status = response.status_code
-                    retry_after = _seconds(response.headers.get("retry-after"))
-            except httpx.TimeoutException as e:
-                raise RetrievalTimeout(
-                    f"retrieval server at {url} did not answer within {self.config.timeout_s:g} s ({type(e).__name__})"
-                ) from e
-            except (httpx.TransportError, httpx.StreamError) as e:
-                last_error, retryable = f"{type(e).__name__}: {e}", True
-            else:
-                if status == 200:
-                    try:
-                        return json.loads(raw)
-                    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-                        raise RetrievalError(f"retrieval server at {url} answered with invalid JSON ({e})") from e
-                last_error = f"HTTP {status}: {raw[:300].decode('utf-8', 'replace')}"
-                retryable = status in _RETRY_STATUS
-            if retryable and status == 503 and retry_after is not None:
-                # The server is up and says when to come back (a retriever restart): wait within the budget.
-                pause = min(max(retry_after, self.config.backoff_s), RETRY_AFTER_MAX_S)
-                if time.monotonic() + pause >= deadline:
-                    raise RetrievalTimeout(
-                        f"retrieval server at {url} still unavailable when the {self.config.timeout_s:g} s budget ran "
-                        f"out ({waits + 1} answers with Retry-After): {last_error}"
-                    )
-                waits += 1
-                logger.debug("%s asks to retry after %.1f s: %s", url, retry_after, last_error)
-                time.sleep(pause)
-                continue
-            if not retryable or attempt >= self.config.retries:
-                raise RetrievalError(
-                    f"retrieval server at {url} failed after {attempt + 1} attempt(s): {last_error}. Is it running (searchgym serve ...)?"
-                )
-            pause = backoff_delay(self.config.backoff_s, attempt + 1)
-            if time.monotonic() + pause >= deadline:
-                raise RetrievalTimeout(
-                    f"retrieval server at {url} still failing when the {self.config.timeout_s:g} s budget ran out: {last_error}"
-                )
-            logger.debug("retrying %s in %.2f s after %s", url, pause, last_error)
-            time.sleep(pause)
-            attempt += 1
-
-    def _read(self, response, deadline: float, url: str) -> bytes:
-        chunks, size = [], 0
-        for chunk in response.iter_bytes():
-            size += len(chunk)
-            if size > self.config.max_response_bytes:
-                raise RetrievalError(
-                    f"retrieval server at {url} sent more than {self.config.max_response_bytes} bytes; lower topk or raise max_response_bytes"
-                )
-            chunks.append(chunk)
-            if time.monotonic() > deadline:
-                raise RetrievalTimeout(
-                    f"retrieval server at {url} was still sending its answer after {self.config.timeout_s:g} s"
-                )
-        return b"".join(chunks)
-
-    def _auth(self) -> dict[str, str]:
-        return {"authorization": f"Bearer {self.config.api_key}"} if self.config.api_key else {}
+        left_s = deadline - time.monotonic()
+        if left_s <= 0:
+            raise RetrievalTimeout(
+                f"retrieval server at {self.config.endpoint} did not answer within {self.config.timeout_s:g} s"
+            )
+        c = self.config
+        return self._http.request(
+            "POST", c.endpoint, payload, timeout_s=left_s, budget_s=left_s, retries=c.retries, backoff_s=c.backoff_s
+        )
 
     def _remote_description(self) -> dict[str, Any] | None:
         with self._lock:
@@ -218,10 +157,10 @@ class HTTPRetriever:
                 self._remote_checked = True
                 health = self.config.endpoint.rsplit("/", 1)[0] + "/health"
                 try:
-                    r = self._client.get(health, timeout=min(5.0, self.config.timeout_s), headers=self._auth())
-                    if r.status_code == 200:
-                        self._remote = r.json().get("retriever")
-                except (self._httpx.HTTPError, ValueError, AttributeError) as e:
+                    timeout_s = min(5.0, self.config.timeout_s)
+                    answer = self._http.request("GET", health, timeout_s=timeout_s, retries=0, backoff_s=0.0)
+                    self._remote = answer.get("retriever") if isinstance(answer, dict) else None
+                except RetrievalError as e:
                     logger.debug("no description from %s: %s", health, e)
             return self._remote
 
@@ -230,17 +169,6 @@ class HTTPRetriever:
             return self.config.corpus_hash
         remote = self._remote_description()
         return remote.get("corpus_hash") if isinstance(remote, dict) else None
-
-
-def _seconds(value: str | None) -> float | None:
-    """A `Retry-After` in seconds (the HTTP-date form is not used by retrieval servers: None)."""
-    if value is None:
-        return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        return None
-    return seconds if 0 <= seconds < 3600 else None
 
 
 # -- response parsing (pure) --------------------------------------------------------------------------

@@ -20,7 +20,7 @@ import json
 import logging
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from searchgym.errors import ConfigError, IndexIntegrityError
 
@@ -42,7 +42,7 @@ def file_record(path: Path) -> dict[str, Any]:
 def verify_files(folder: Path, files: dict[str, Any], *, mode: VerifyMode = "fast") -> None:
     """Raise `IndexIntegrityError` (naming the file) unless every file in `files` (name -> record, or
     name -> size for indexes without hashes) is a regular file of the recorded size and hash."""
-    if mode not in ("fast", "full", "size"):
+    if mode not in get_args(VerifyMode):
         raise ConfigError(f"verify must be 'fast', 'full' or 'size', got {mode!r}")
     stamp = _read_stamp(folder) if mode == "fast" else {}
     verified: dict[str, Any] = {}

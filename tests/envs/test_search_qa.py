@@ -183,7 +183,8 @@ def test_fuzz_actions_never_raise_or_lose_state(env, actions):
         obs, r, term, trunc, info = env.step(text)
         assert isinstance(obs, str) and not (term and trunc)
         assert info["turn"] == turn and info["action"] in ("search", "answer", "invalid")
-        assert set(StepInfo.__annotations__) <= set(info)
+        assert StepInfo.__required_keys__ <= set(info) <= set(StepInfo.__annotations__)
+        assert ("episode" in info) == (term or trunc)  # the one optional key: only when the episode ends
         turn += 1
         assert len(env.turn_infos) == turn
         if term or trunc:

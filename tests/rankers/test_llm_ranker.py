@@ -3,6 +3,7 @@ import pytest
 from searchgym.backends import ChatBackend
 from searchgym.corpus import Document
 from searchgym.errors import BackendError, ConfigError
+from searchgym.info import RankerCallRecord
 from searchgym.rankers import LLMRanker, LLMRankerConfig, Ranker, RankRequest, parse_rerank
 from searchgym.retrieval import Hit
 
@@ -85,6 +86,7 @@ def test_valid_output_chooses_the_order_and_is_recorded():
     result = ranker.rank("Who?", "who query", _pool(), 3)
     assert result.order == (4, 1, 5)
     call = result.call
+    assert set(call) == set(RankerCallRecord.__annotations__)  # the step-info schema describes every key
     assert call["valid"] and not call["fallback"] and call["error"] is None and call["order"] == [4, 1, 5]
     assert call["candidate_ids"] == [f"d{i}" for i in range(6)] and call["reason"] == "5 and 2 answer it"
     assert call["raw_output"].startswith("<reason>") and call["messages"] == backend.asked[0][0][0]

@@ -5,11 +5,14 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import numpy as np
 
 from searchgym.errors import ConfigError
+
+Split = Literal["train", "test"]
+"""Which questions of a world: the training entities' or the held-out ones'."""
 
 MIN_ENTITIES = 100
 """Smallest world: below this some entity kinds would have a single member and chains dry up."""
@@ -90,7 +93,7 @@ class QuestionConfig:
     in equal shares. Normalised to a sorted tuple."""
     num_questions: int = 1000
     """How many distinct questions (distinct start entity and relation chain) to return."""
-    split: Literal["train", "test"] = "train"
+    split: Split = "train"
     """Which partition of start entities the questions start from; the partitions are disjoint."""
     seed: int = 0
     """Seed of the question draws (independent of the world seed)."""
@@ -110,6 +113,6 @@ class QuestionConfig:
                 raise ConfigError(f"{owner}.hops must hold ints from 1 to 4, got {self.hops!r}")
         object.__setattr__(self, "hops", tuple(sorted({int(h) for h in hops})))
         _check_int(owner, "num_questions", self.num_questions, 1, None, "ask for at least one question")
-        if self.split not in ("train", "test"):
+        if self.split not in get_args(Split):
             raise ConfigError(f"{owner}.split must be 'train' or 'test', got {self.split!r}")
         _check_int(owner, "seed", self.seed, 0, None, "use a non-negative int such as 0")

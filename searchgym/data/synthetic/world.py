@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Literal
-
 import numpy as np
 
 from searchgym.corpus.corpus import Corpus
 from searchgym.data.records import QARecord
 from searchgym.data.synthetic.builder import WorldBuilder
-from searchgym.data.synthetic.config import QuestionConfig, WorldConfig
+from searchgym.data.synthetic.config import QuestionConfig, Split, WorldConfig
 from searchgym.data.synthetic.entities import EntityTable
 from searchgym.data.synthetic.questions import ChainWalker, oracle_trajectory
 from searchgym.data.synthetic.templates import RELATIONS
@@ -83,7 +81,7 @@ class SyntheticWorld:
         section = self._fact_section.get((self._entities.index(entity_id), relation))
         return None if section is None else f"{entity_id}-{section}"
 
-    def split_of(self, entity_id: str) -> Literal["train", "test"]:
+    def split_of(self, entity_id: str) -> Split:
         """The split whose questions may start from `entity_id`."""
         return "test" if self._is_test[self._entities.index(entity_id)] else "train"
 
@@ -114,7 +112,7 @@ def make_synthetic(
     num_entities: int = 2000,
     seed: int = 0,
     hops: int | tuple[int, ...] = (1, 2, 3),
-    split: Literal["train", "test"] = "train",
+    split: Split = "train",
     num_questions: int = 1000,
 ) -> tuple[Corpus, list[QARecord]]:
     """The corpus and `num_questions` questions of the world `WorldConfig(num_entities, seed)`.

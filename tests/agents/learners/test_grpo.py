@@ -69,3 +69,13 @@ def test_grpo_advantages_with_dynamic_sampling():
 def test_config_validation(kwargs, message):
     with pytest.raises(ConfigError, match=message):
         GRPOConfig(**kwargs)
+
+
+def test_rollout_trajectories_provide_what_the_learners_protocol_reads():
+    from agents.learners.batch import Trajectory as LearnerTrajectory
+    from agents.rollout.trajectory import Trajectory
+
+    members = [name for name, value in vars(LearnerTrajectory).items() if isinstance(value, property)]
+    assert {"group", "token_ids", "step_infos", "rounds", "finish_reason", "gold_answers"} <= set(members)
+    provided = set(Trajectory.__dataclass_fields__) | {n for n, v in vars(Trajectory).items() if isinstance(v, property)}
+    assert set(members) <= provided
