@@ -224,7 +224,7 @@ def _train(trainer, learner: str) -> list[dict[str, float]]:
 
 
 def _run_seed(preset: Preset, learners: list[str], steps: int, seed: int, out: Path, backend: dict | None = None,
-              hotpotqa: str | None = None, start: tuple[Path, dict] | None = None) -> dict:
+              hotpotqa: str | None = None, start: tuple[Path, dict] | None = None, threads: int | None = None) -> dict:
     """Base eval, cold start, start eval, then each learner from the same start; returns this seed's results.
     `start`: (the start policy's folder, the results of the seed that made it) to begin from instead of a
     cold start of this seed's own (`Preset.shared_start`)."""
@@ -237,7 +237,7 @@ def _run_seed(preset: Preset, learners: list[str], steps: int, seed: int, out: P
     def config(learner: str, model: str, run: str, cold_start_steps: int = 0) -> TrainConfig:
         return TrainConfig(
             learner=learner, model=model, steps=steps, questions_per_step=preset.questions, eval_questions=preset.eval_questions,
-            seed=seed, out_dir=str(out / run), resume=False, checkpoint_every=0, device=backend.get("device", "cpu"),
+            seed=seed, out_dir=str(out / run), resume=False, checkpoint_every=0, device=backend.get("device", "cpu"), threads=threads,
             env=EnvConfig(num_entities=preset.num_entities, hops=preset.hops, top_k=preset.top_k, max_turns=preset.max_turns,
                           world_seed=preset.world_seed, options=env_options),
             rollout=RolloutConfig(group_size=preset.group, max_turn_tokens=preset.max_turn_tokens,
@@ -438,6 +438,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, help="override the preset's RL steps")
     p.add_argument("--seeds", type=int, nargs="+", help="one full run per seed (default: the preset's); two or more give the learning check's noise")
     p.add_argument("--eval-questions", type=int, help="override the preset's number of test questions")
+    p.add_argument("--threads", type=int, help="torch/BLAS threads (TrainConfig.threads; default: the physical cores). On a machine "
+                   "that other jobs share, 1 thread can be several times faster than 2")
     p.add_argument("--eval-samples", type=int, help="override the preset's Avg@k samples per test question (0: greedy only)")
     p.add_argument("--out", default="results/learners")
     p.add_argument("--hotpotqa", metavar="FILE", help="also evaluate the start and final policies on this HotpotQA file's first questions")
@@ -465,7 +467,7 @@ def main(argv: list[str] | None = None) -> int:
     for seed in args.seeds:
         print(f"\n===== seed {seed}", flush=True)
         results = per_seed[seed] = _run_seed(preset, args.learners, steps, seed, out / f"seed{seed}",
-                                             backend_options(preset, args.sglang_urls), args.hotpotqa, shared)
+                                             backend_options(preset, args.sglang_urls), args.hotpotqa, shared, args.threads)
         if preset.shared_start and shared is None:
             shared = (Path(results["start"]["model"]), results)
         table = _seed_table(results, args.learners) + "\n\nSignals (mean over RL steps):\n\n" + signal_table(results, args.learners)
