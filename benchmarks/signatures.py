@@ -16,7 +16,7 @@ Analyses 1 and 2 read one batch of G sampled rollouts per question (the learners
 prompt), with the gold judge labelling rounds and E-GRPO's exact entity matching. Writes `results.json`
 and `results.md` under `--out`.
 
-    python -m benchmarks.learners --preset cpu-learn --learners grpo --steps 0 --seeds 0   # writes a cold start
+    python -m benchmarks.learners --preset cpu-learn    # writes results/learners/seed0/cold_start/model
     python -m benchmarks.signatures --model results/learners/seed0/cold_start/model --questions 50 --threads 1
     python -m benchmarks.signatures --model smollm2-135m --hotpotqa ../shared/data/hotpotqa/hotpot_train_sample_official.json
 
