@@ -340,7 +340,7 @@ def report(results: dict[str, Any]) -> str:
         f"{s['num_entities']} entities, world seed {s['world_seed']}), {s['max_turns']} turns, {s['top_k']} document(s) shown.",
         "",
         f"E-GRPO: questions where correct rollouts match more gold entities than wrong ones, over G={s['group']} rollouts at "
-        f"temperature {s['temperature']} (paper: 1939 vs 487, about 4:1, over G=8)",
+        f"temperature {s['temperature']}, mean EM {_f(results['sampled_em'])} (paper: 1939 vs 487, about 4:1, over G=8)",
         "",
         "| correct > wrong | wrong > correct | ratio | ties | mixed questions | all right or all wrong (left out) | "
         "mean rate, correct | mean rate, wrong |",
