@@ -226,8 +226,10 @@ class Setting:
     max_turns: int = 4
     top_k: int = 1
     """Documents shown per search."""
-    candidates: int = 5
-    """The pool the ranker picks from (the oracle moves answer-bearing ones among these to the top)."""
+    candidates: int = 50
+    """The pool the ranker picks from (the oracle moves answer-bearing ones among these to the top); COSEARCH's
+    N = 50. With a pool of 5 the retriever's first document already held an answer whenever the pool did, in
+    every search measured (docs/learners.md, "Signature analyses")."""
     max_turn_tokens: int = 64
     max_response_tokens: int = 512
     temperature: float = 1.0
