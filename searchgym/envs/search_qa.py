@@ -111,7 +111,8 @@ class SearchQAEnv(gym.Env[str, str]):
     - `records`: the questions (`QARecord`s).
     - `corpus`: the documents to search; may be None when `retriever` is an object with its own corpus.
     - `retriever`: `"bm25"` (bm25s, default), `"rank_bm25"`, or any `Retriever`.
-    - `ranker`: None (retriever order) or any `Ranker`.
+    - `ranker`: None (retriever order), `"oracle"` (candidates holding a gold answer first: COSEARCH's oracle
+      experiment, `searchgym.rankers.oracle`) or any `Ranker`.
     - `answer_reward`: `"em"`, `"f1"`, `"cover_em"`, `"subem"` or a function (prediction, golds) -> float.
     - `action_format`: `"tags"` (Search-R1) or `"tool_calls"`, or any `ActionProtocol`.
     - `template`: the prompt template, with a `{question}` field; defaults to the grammar's own.
@@ -195,7 +196,7 @@ class SearchQAEnv(gym.Env[str, str]):
         """`_gold_docs_searchable` per record index, and the corpus it was worked out for."""
         self.corpus = corpus
         self.retriever = resolve_retriever(retriever, corpus, cache_dir=None if cache_dir is True else cache_dir)
-        self.ranker = resolve_ranker(ranker)
+        self.ranker = resolve_ranker(ranker, self.records)
         self.answer_reward = resolve_answer_reward(answer_reward)
         self.protocol = resolve_protocol(action_format, template=template, max_query_chars=max_query_chars, doc_format=doc_format)
         self.top_k, self.candidates, self.max_turns = top_k, candidates, max_turns

@@ -2,5 +2,6 @@
 
 from searchgym.rankers.base import IdentityRanker, Ranker, RankResult, resolve_ranker
 from searchgym.rankers.llm import LLMRanker, LLMRankerConfig, RankRequest, RerankParse, parse_rerank
+from searchgym.rankers.oracle import OracleRanker, answer_bearing
 
-__all__ = ["IdentityRanker", "LLMRanker", "LLMRankerConfig", "RankRequest", "RankResult", "Ranker", "RerankParse", "parse_rerank", "resolve_ranker"]
+__all__ = ["IdentityRanker", "LLMRanker", "LLMRankerConfig", "OracleRanker", "RankRequest", "RankResult", "Ranker", "RerankParse", "answer_bearing", "parse_rerank", "resolve_ranker"]

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Protocol, runtime_checkable
 
+from searchgym.data.records import QARecord
 from searchgym.errors import ConfigError
 from searchgym.info import RankerCallRecord
 from searchgym.retrieval.base import Hit
@@ -48,11 +49,19 @@ def _first(n: int) -> RankResult:
     return RankResult(order=tuple(range(max(n, 0))))
 
 
-def resolve_ranker(ranker: str | Ranker | None) -> Ranker:
+def resolve_ranker(ranker: str | Ranker | None, records: Sequence[QARecord] | None = None) -> Ranker:
+    """A `Ranker` from a name (`identity`; `oracle`, which needs the env's `records` for their gold answers)
+    or the object itself."""
     if ranker is None or ranker == "identity":
         return IdentityRanker()
+    if ranker == "oracle":
+        if records is None:
+            raise ConfigError("ranker='oracle' needs the questions' records (their gold answers); pass OracleRanker(...)")
+        from searchgym.rankers.oracle import OracleRanker
+
+        return OracleRanker.from_records(records)
     if isinstance(ranker, str):
-        raise ConfigError(f"unknown ranker {ranker!r}; use 'identity' or pass a Ranker object")
+        raise ConfigError(f"unknown ranker {ranker!r}; use 'identity', 'oracle' or pass a Ranker object")
     if not isinstance(ranker, Ranker):
         raise ConfigError(f"ranker must have rank(question, query, candidates, k) and describe(); got {type(ranker).__name__}")
     return ranker
