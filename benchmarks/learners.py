@@ -249,7 +249,8 @@ def _run_seed(preset: Preset, learners: list[str], steps: int, seed: int, out: P
     if start is not None:
         start_dir, first = start
         results = {k: first[k] for k in ("fingerprint", "base", "start") if k in first}
-        print(f"[start policy] shared: {start_dir} (test EM {results['start']['eval']['eval/em']:.3f})", flush=True)
+        shown = f"test EM {results['start']['eval']['eval/em']:.3f}" if "eval" in results["start"] else "evaluated by the run that made it"
+        print(f"[start policy] shared: {start_dir} ({shown})", flush=True)
         return _train_learners(preset, learners, results, start_dir, config, hotpotqa, t0)
     starter = _load(Trainer, config("grpo", preset.model, "cold_start", cold_start_steps=preset.cold_start_steps), "base policy",
                     preset.model)
@@ -285,11 +286,15 @@ def _train_learners(preset: Preset, learners: list[str], results: dict, start_di
     """Each learner trained from `start_dir` and evaluated, into `results`."""
     from agents.train.trainer import Trainer
 
-    start_eval = results["start"]["eval"]
+    start_em = f"{results['start']['eval']['eval/em']:.3f}" if "eval" in results["start"] else "(start not evaluated here)"
     for learner in learners:
         t = time.perf_counter()
         print(f"\n[{learner}] {WHAT_DIFFERS[learner]}", flush=True)
         trainer = _load(Trainer, config(learner, str(start_dir), learner), learner, "the cold-started policy")
+        if "fingerprint" not in results:
+            # A run from --start-model: its eval env, as the first learner builds it (with a learner that asks the env
+            # for more, e.g. COSEARCH's ranker, it differs from the start's and --merge refuses to pair them).
+            results["fingerprint"] = trainer_eval_fingerprint(trainer)
         history = _train(trainer, learner)
         final, final_em = _evaluate(trainer, learner, preset.eval_samples)
         final_hotpotqa = hotpotqa_eval(trainer, hotpotqa, preset.eval_questions) if hotpotqa else None
@@ -301,7 +306,7 @@ def _train_learners(preset: Preset, learners: list[str], results: dict, start_di
         last = history[-1]
         signals = mean_signals(history)
         print(f"[{learner}] train reward {history[0]['rollout/reward']:.3f} -> {last['rollout/reward']:.3f}; test EM "
-              f"{start_eval['eval/em']:.3f} -> {final['eval/em']:.3f}; signals (mean over steps): "
+              f"{start_em} -> {final['eval/em']:.3f}; signals (mean over steps): "
               + ", ".join(f"{SIGNALS[k]} {v:.2f}" for k, v in signals.items()), flush=True)
         results[learner] = {"eval": final, "eval_em": final_em, "history": history, "signals": signals,
                             "minutes": (time.perf_counter() - t) / 60}
@@ -329,7 +334,7 @@ def _avg_columns(results: dict, names: list[str]) -> list[str]:
 
 def _seed_table(results: dict, learners: list[str]) -> str:
     """One seed's policies: test EM/F1 (greedy, and Avg@k when measured), searches, training reward, time."""
-    names = [n for n in ("base", "start", *learners) if n in results]
+    names = [n for n in ("base", "start", *learners) if "eval" in results.get(n, {})]
     avg = _avg_columns(results, names)
     head = ["policy", "test EM", *[f"Avg@{k.split('@')[1].split('/')[0]} EM" for k in avg], "test F1", "searches/ep",
             "train reward (first -> last)", "minutes"]
@@ -431,6 +436,56 @@ def paired_check(per_seed: dict[int, dict], learners: list[str]) -> str | None:
     return "\n".join(lines)
 
 
+def merge_results(paths: list[Path]) -> tuple[dict, dict[int, dict]]:
+    """The per-seed results of several runs of one preset (e.g. seeds run side by side as separate processes),
+    as one run's. A seed that started from a shared start policy without evaluating it (`--start-model`)
+    takes the start evaluation of the seed that made that policy: the same weights, the same world and
+    questions (its fingerprint must match), so the same greedy evaluation."""
+    runs = [json.loads(Path(p).read_text()) for p in paths]
+    head = {k: runs[0].get(k) for k in ("preset", "steps")}
+    per_seed: dict[int, dict] = {}
+    for path, run in zip(paths, runs):
+        if {k: run.get(k) for k in head} != head:
+            raise ConfigError(f"{path}: another preset or step count than {paths[0]}; only runs of one setting merge")
+        for seed, results in run["results"].items():
+            if int(seed) in per_seed:
+                raise ConfigError(f"{path}: seed {seed} is in two of the runs to merge")
+            per_seed[int(seed)] = results
+    evaluated = {str(Path(r["start"]["model"]).resolve()): r for r in per_seed.values() if "eval" in r["start"]}
+    for seed, results in per_seed.items():
+        if "eval" in results["start"]:
+            continue
+        source = evaluated.get(str(Path(results["start"]["model"]).resolve()))
+        if source is None:
+            raise ConfigError(f"seed {seed} started from {results['start']['model']}, which no merged run evaluated; add the run that made it")
+        if source.get("fingerprint") != results.get("fingerprint"):
+            raise ConfigError(f"seed {seed} was evaluated on another env than the start policy it shares; its results cannot be paired")
+        results["start"] = source["start"]
+        if "base" in source:
+            results["base"] = source["base"]
+    return head, dict(sorted(per_seed.items()))
+
+
+def write_report(per_seed: dict[int, dict], learners: list[str], preset: dict, steps: int, out: Path, hotpotqa: str | None = None) -> str:
+    """results.md, results.json and curves.png under `out`, for the first seed and the learning check over all;
+    returns the learning check's tables."""
+    seeds = list(per_seed)
+    check = learning_check(per_seed, learners, preset["eval_questions"])
+    paired = paired_check(per_seed, learners)
+    if paired:
+        check += "\n\nPaired against the cold start (same questions, per seed):\n\n" + paired
+    first = seeds[0]
+    plot_curves(per_seed[first], learners, out / "curves.png")
+    report = (_seed_table(per_seed[first], learners) + "\n\nSignals (mean over RL steps):\n\n" + signal_table(per_seed[first], learners)
+              + "\n\nLearning check (test EM):\n\n" + check + "\n")
+    if hotpotqa:
+        report += "\n" + hotpotqa_table(per_seed[first], learners) + "\n"
+    (out / "results.md").write_text(report)
+    (out / "results.json").write_text(json.dumps({"preset": preset, "steps": steps, "seeds": seeds,
+                                                  "results": {str(s): r for s, r in per_seed.items()}}, indent=2))
+    return check
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="compare the reference learners on the synthetic world")
     p.add_argument("--preset", choices=sorted(PRESETS), default="cpu")
@@ -444,7 +499,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default="results/learners")
     p.add_argument("--hotpotqa", metavar="FILE", help="also evaluate the start and final policies on this HotpotQA file's first questions")
     p.add_argument("--sglang-urls", nargs="+", help="the SGLang servers of a preset that rolls out through SGLang (default: 127.0.0.1 ports 30000 and up)")
+    p.add_argument("--start-model", metavar="DIR", help="a shared-start preset's seeds start from this cold-started policy (the "
+                   "seed0/cold_start/model folder of a run of the same preset) without evaluating it; --merge that run's "
+                   "results.json with this one's to pair them")
+    p.add_argument("--merge", nargs="+", metavar="RESULTS_JSON", help="join the results.json of runs of one preset (seeds run as "
+                   "separate processes) into one report under --out, and stop")
     args = p.parse_args(argv)
+    out = Path(args.out)
+    if args.merge:
+        head, per_seed = merge_results([Path(m) for m in args.merge])
+        learners = [n for n in WHAT_DIFFERS if all(n in r for r in per_seed.values())]
+        out.mkdir(parents=True, exist_ok=True)
+        print("Learning check (test EM):\n" + write_report(per_seed, learners, head["preset"], head["steps"], out))
+        print(f"\nmerged seeds {list(per_seed)}; table: {out / 'results.md'}")
+        return 0
     from transformers.utils import logging as hf_logging
 
     # One bar per phase (benchmarks.progress) instead of a "Loading weights" bar at every model load.
@@ -455,15 +523,16 @@ def main(argv: list[str] | None = None) -> int:
     args.learners = args.learners or list(preset.learners or WHAT_DIFFERS)
     args.seeds = args.seeds or list(preset.seeds)
     steps = args.steps or preset.steps
-    out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.start_model and not preset.shared_start:
+        raise ConfigError(f"--start-model needs a preset with a shared start (cpu-learn); {args.preset} cold-starts every seed")
 
     t0 = time.perf_counter()
     print(f"preset {args.preset}: {preset.model}, hops {preset.hops}, {preset.cold_start_steps} cold-start steps, "
           f"{steps} RL steps x {preset.questions} questions x {preset.group} rollouts, eval on {preset.eval_questions} "
           f"test questions, seeds {args.seeds}", flush=True)
     per_seed = {}
-    shared = None
+    shared = (Path(args.start_model), {"start": {"model": args.start_model}}) if args.start_model else None
     for seed in args.seeds:
         print(f"\n===== seed {seed}", flush=True)
         results = per_seed[seed] = _run_seed(preset, args.learners, steps, seed, out / f"seed{seed}",
@@ -473,25 +542,19 @@ def main(argv: list[str] | None = None) -> int:
         table = _seed_table(results, args.learners) + "\n\nSignals (mean over RL steps):\n\n" + signal_table(results, args.learners)
         (out / f"seed{seed}").mkdir(parents=True, exist_ok=True)
         (out / f"seed{seed}" / "results.md").write_text(table + "\n")
-        plot_curves(results, args.learners, out / f"seed{seed}" / "curves.png")
+        if "eval" in results["start"]:  # else the run that made the shared start has its evaluation
+            plot_curves(results, args.learners, out / f"seed{seed}" / "curves.png")
         print(f"\nseed {seed} ({results['minutes']:.1f} min):\n{table}", flush=True)
 
-    check = learning_check(per_seed, args.learners, preset.eval_questions)
-    paired = paired_check(per_seed, args.learners)
-    if paired:
-        check += "\n\nPaired against the cold start (same questions, per seed):\n\n" + paired
-    first = args.seeds[0]
-    plot = out / "curves.png"
-    plot_curves(per_seed[first], args.learners, plot)
-    report = (_seed_table(per_seed[first], args.learners) + "\n\nSignals (mean over RL steps):\n\n" + signal_table(per_seed[first], args.learners)
-              + "\n\nLearning check (test EM):\n\n" + check + "\n")
-    if args.hotpotqa:
-        report += "\n" + hotpotqa_table(per_seed[first], args.learners) + "\n"
-    (out / "results.md").write_text(report)
-    (out / "results.json").write_text(json.dumps({"preset": asdict(preset), "steps": steps, "seeds": args.seeds,
-                                                  "results": {str(s): r for s, r in per_seed.items()}}, indent=2))
+    if args.start_model:
+        (out / "results.json").write_text(json.dumps({"preset": asdict(preset), "steps": steps, "seeds": args.seeds,
+                                                      "results": {str(s): r for s, r in per_seed.items()}}, indent=2))
+        print(f"\ntotal {(time.perf_counter() - t0) / 60:.1f} min; the start policy was not evaluated here: --merge this "
+              f"{out / 'results.json'} with the results.json of the run that made {args.start_model}")
+        return 0
+    check = write_report(per_seed, args.learners, asdict(preset), steps, out, args.hotpotqa)
     print("\nLearning check (test EM):\n" + check)
-    print(f"\ntotal {(time.perf_counter() - t0) / 60:.1f} min; plot: {plot}; table: {out / 'results.md'}")
+    print(f"\ntotal {(time.perf_counter() - t0) / 60:.1f} min; plot: {out / 'curves.png'}; table: {out / 'results.md'}")
     return 0
 
 

@@ -130,3 +130,29 @@ def test_shared_start_needs_a_fixed_world():
 
     with pytest.raises(ConfigError, match="world_seed"):
         replace(learners.PRESETS["tiny"], shared_start=True)
+
+
+@pytest.mark.slow
+def test_seeds_run_apart_from_a_shared_start_merge_into_one_check(tmp_path, monkeypatch):
+    from dataclasses import replace
+
+    from searchgym.errors import ConfigError
+
+    monkeypatch.setitem(learners.PRESETS, "tiny-shared", replace(learners.PRESETS["tiny"], world_seed=0, shared_start=True, eval_base=False))
+    run = ["--preset", "tiny-shared", "--learners", "grpo"]
+    assert learners.main([*run, "--seeds", "0", "--out", str(tmp_path / "a")]) == 0
+    start = tmp_path / "a" / "seed0" / "cold_start" / "model"
+    # Seed 1 in another process, from the first run's start policy, which it does not evaluate again.
+    assert learners.main([*run, "--seeds", "1", "--start-model", str(start), "--out", str(tmp_path / "b")]) == 0
+    alone = json.loads((tmp_path / "b" / "results.json").read_text())["results"]["1"]
+    assert "eval" not in alone["start"] and len(alone["grpo"]["eval_em"]) == 4
+    assert learners.main(["--merge", str(tmp_path / "a" / "results.json"), str(tmp_path / "b" / "results.json"),
+                          "--out", str(tmp_path / "m")]) == 0
+    merged = json.loads((tmp_path / "m" / "results.json").read_text())
+    assert merged["seeds"] == [0, 1] and merged["results"]["1"]["start"] == merged["results"]["0"]["start"]
+    assert "| grpo | " in (tmp_path / "m" / "results.md").read_text()
+    # The second run alone cannot be paired: nobody evaluated its start.
+    with pytest.raises(ConfigError, match="no merged run evaluated"):
+        learners.main(["--merge", str(tmp_path / "b" / "results.json"), "--out", str(tmp_path / "x")])
+    with pytest.raises(ConfigError, match="seed 0 is in two"):
+        learners.main(["--merge", str(tmp_path / "a" / "results.json"), str(tmp_path / "a" / "results.json"), "--out", str(tmp_path / "y")])
