@@ -109,15 +109,15 @@ class CoSearchConfig(GRPOConfig):
     """Token budget of one ranker output."""
     ranker_max_doc_chars: int = 160
     """Each candidate is cut to this many characters in the ranker's prompt."""
-    ranker_cold_start_steps: int = 40
+    ranker_cold_start_steps: int = 30
     """Supervised steps of the ranker on the synthetic world's oracle reranks (`agents.learners.ranker_sft`)
     before RL, in a run that starts from step 0 (a resumed run has the ranker's weights from its checkpoint);
     0 turns it off. The default brings SmolLM2-135M's strict valid rate from 0 to >= 90% at temperature 1
     (`python -m benchmarks.ranker_cold_start`, docs/learners.md). Skipped, with a warning, on envs without
     oracle trajectories."""
-    ranker_cold_start_batch: int = 8
+    ranker_cold_start_batch: int = 4
     """Oracle reranks per supervised step of the ranker."""
-    ranker_cold_start_lr: float = 1e-4
+    ranker_cold_start_lr: float = 5e-4
     """AdamW learning rate of the ranker's supervised steps (a fresh optimizer, as the agent's cold start)."""
 
     def __post_init__(self) -> None:

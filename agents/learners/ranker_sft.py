@@ -18,6 +18,7 @@ synthetic world can label itself:
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -81,7 +82,7 @@ def oracle_target(hits: Sequence[Hit], useful: Sequence[bool], answers: Sequence
     >>> from searchgym.corpus import Document
     >>> hits = [Hit(Document("a", "Rome", "Rome is a city."), 2.0), Hit(Document("b", "Paris", "Paris is in France."), 1.0)]
     >>> oracle_target(hits, [False, True], ["France"], 2)
-    '<reason>[2] Paris holds the answer.</reason><rerank>[2] > [1]</rerank>'
+    '<reason>Candidate 2, Paris, holds the answer.</reason><rerank>[2] > [1]</rerank>'
     """
     n = min(k, len(hits))
     if n < 1:
@@ -94,7 +95,8 @@ def oracle_target(hits: Sequence[Hit], useful: Sequence[bool], answers: Sequence
     else:
         holds = cover_exact_match(relevance_text(hits[first].doc.title, hits[first].doc.text), answers) > 0
         why = "holds the answer" if holds else "matches the sub-query"
-        reasons = [f"[{first + 1}] {hits[first].doc.title} {why}.", f"[{first + 1}] {why}.", f"[{first + 1}] first."]
+        # Not "[3] ...": a reason that opens like the ranking taught the model to copy it into <rerank>.
+        reasons = [f"Candidate {first + 1}, {hits[first].doc.title}, {why}.", f"Candidate {first + 1} {why}.", f"Candidate {first + 1}."]
     for reason in reasons:
         target = f"<reason>{reason}</reason>{rerank}"
         if count_tokens is None or max_tokens is None or count_tokens(target) <= max_tokens:
@@ -109,20 +111,25 @@ def oracle_target(hits: Sequence[Hit], useful: Sequence[bool], answers: Sequence
 
 
 def oracle_reranks(env: Any, index: int, *, candidates: int, count_tokens: Callable[[str], int] | None = None,
-                   max_tokens: int | None = None) -> list[OracleRerank]:
+                   max_tokens: int | None = None, question_as_query: bool = False) -> list[OracleRerank]:
     """The oracle reranks of question `index` of a synthetic env (one per search of its oracle trajectory),
     with the env's retriever, `candidates` documents per search and k = the env's `top_k`. The env is not
-    stepped, so its own ranker (a model) is never called."""
+    stepped, so its own ranker (a model) is never called.
+
+    `question_as_query` makes one request whose sub-query is the question itself (what an agent that
+    searches the question verbatim sends): there the retriever's first candidate is often not useful,
+    whereas the oracle's sub-queries put a useful one first."""
     base = env.unwrapped
     if not hasattr(base, "world"):
         raise ConfigError("the ranker's cold start needs the synthetic world's oracle trajectories (env_id SearchQA-Synthetic-v0)")
     record = base.records[index]
+    if question_as_query:
+        queries = [record.question]
+    else:
+        actions = [base.protocol.parse(turn) for turn in base.world.oracle_trajectory(record)]
+        queries = [a.query or "" for a in actions if a.kind == "search"]
     out = []
-    for turn in base.world.oracle_trajectory(record):
-        action = base.protocol.parse(turn)
-        if action.kind != "search":
-            continue
-        query = action.query or ""
+    for query in queries:
         hits = base.retriever.search([query], candidates)[0]
         if not hits:
             continue  # nothing to rank: the env asks no ranker either
@@ -145,7 +152,8 @@ def rerank_quality(ranker: Any, reranks: Sequence[OracleRerank], ks: Sequence[in
     `ranker/valid_rate` (the share that parsed under its validator), the answer-bearing Hit@k of the shown
     order and of the retriever's (`cosearch.ranking_hits`, over requests whose candidates hold a gold
     answer), and `ranker/useful@1` against `ranker/retriever_useful@1`: the share of requests whose first
-    shown candidate is useful (a gold passage or an answer holder; intermediate hops count)."""
+    shown candidate is useful (a gold passage or an answer holder; intermediate hops count); and for each
+    reason an output failed (`RerankParse.error`), the share of requests, as `ranker/error_<reason>`."""
     if not reranks:
         raise ConfigError("rerank_quality needs at least one request")
     results = ranker.rank_many([r.request for r in reranks])
@@ -153,7 +161,9 @@ def rerank_quality(ranker: Any, reranks: Sequence[OracleRerank], ks: Sequence[in
                         tuple(relevance_text(h.doc.title, h.doc.text) for h in r.request.candidates), order=res.order,
                         valid=bool(res.call and res.call["valid"]))
              for r, res in zip(reranks, results)]
+    errors = Counter(res.call["error"] for res in results if res.call and res.call["error"])
     return {
+        **{f"ranker/error_{kind}": n / len(reranks) for kind, n in sorted(errors.items())},
         "ranker/requests": float(len(reranks)),
         "ranker/valid_rate": float(np.mean([c.valid for c in calls])),
         "ranker/useful@1": float(np.mean([bool(c.order) and r.useful[c.order[0]] for c, r in zip(calls, reranks)])),
@@ -165,12 +175,13 @@ def rerank_quality(ranker: Any, reranks: Sequence[OracleRerank], ks: Sequence[in
 def supervised_ranker_steps(
     model: torch.nn.Module, tokenizer: Any, env: Any, messages: Callable[[RankRequest], Sequence[dict]], *,
     steps: int, batch: int, lr: float, candidates: int, max_tokens: int, seed: int, micro_batch: int, max_grad_norm: float,
-    sft_step: Callable[..., float],
+    sft_step: Callable[..., float], on_step: Callable[[int, float], None] | None = None,
 ) -> list[float]:
     """`steps` AdamW steps at `lr` on `batch` oracle reranks each, drawn from the env's questions in a seeded
     order (a new permutation each pass); `messages` is the env ranker's prompt builder (`LLMRanker.messages`)
     and `sft_step(model, examples, pad_id=, micro_batch=)` accumulates the masked NLL's gradient and returns
-    the loss. Returns each step's loss."""
+    the loss. `on_step(step, loss)`, when given, is called after each optimizer step (1-based). Returns each
+    step's loss."""
     if steps <= 0:
         return []
     params = [p for p in model.parameters() if p.requires_grad]
@@ -185,6 +196,8 @@ def supervised_ranker_steps(
         losses.append(sft_step(model, examples, pad_id=tokenizer.pad_token_id, micro_batch=micro_batch))
         torch.nn.utils.clip_grad_norm_(params, max_grad_norm)
         optimizer.step()
+        if on_step is not None:
+            on_step(len(losses), losses[-1])
     return losses
 
 

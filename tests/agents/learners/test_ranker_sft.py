@@ -42,9 +42,9 @@ def test_target_puts_useful_candidates_first_in_retriever_order_then_the_rest():
         target = oracle_target(POOL, useful, ["Paris"], k)
         parsed = parse_rerank(target, len(POOL), k, strict=True)
         assert parsed.valid and parsed.order == order, target
-        assert parsed.reason == "[3] Seine holds the answer."
+        assert parsed.reason == "Candidate 3, Seine, holds the answer."
     gold_only = oracle_target(POOL, [False, False, False, False, True], ["Paris"], 2)
-    assert gold_only == "<reason>[5] Oslo matches the sub-query.</reason><rerank>[5] > [1]</rerank>"
+    assert gold_only == "<reason>Candidate 5, Oslo, matches the sub-query.</reason><rerank>[5] > [1]</rerank>"
     assert oracle_target(POOL, [False] * 5, ["x"], 2).endswith("<rerank>[1] > [2]</rerank>")
 
 
@@ -52,7 +52,7 @@ def test_a_target_over_the_token_budget_drops_the_title_then_fails():
     useful = [False, False, True, False, False]
     full = oracle_target(POOL, useful, ["Paris"], 2)
     short = oracle_target(POOL, useful, ["Paris"], 2, count_tokens=len, max_tokens=len(full) - 1)
-    assert short == "<reason>[3] holds the answer.</reason><rerank>[3] > [1]</rerank>"
+    assert short == "<reason>Candidate 3 holds the answer.</reason><rerank>[3] > [1]</rerank>"
     with pytest.raises(ConfigError, match="ranker_max_tokens"):
         oracle_target(POOL, useful, ["Paris"], 2, count_tokens=len, max_tokens=10)
     with pytest.raises(ConfigError, match="k >= 1"):
@@ -104,9 +104,12 @@ def test_an_example_is_the_ranker_samplers_prompt_then_the_target_and_trains_on_
 def test_supervised_steps_lower_the_oracle_rerank_loss(env):
     model, tokenizer = load_model("tiny", 0)
     ranker = LLMRanker(PolicyChatBackend(None), LLMRankerConfig(max_doc_chars=160))
+    seen = []
     losses = supervised_ranker_steps(model, tokenizer, env, ranker.messages, steps=6, batch=4, lr=3e-3, candidates=5,
-                                     max_tokens=48, seed=0, micro_batch=4, max_grad_norm=1.0, sft_step=sft_step)
+                                     max_tokens=48, seed=0, micro_batch=4, max_grad_norm=1.0, sft_step=sft_step,
+                                     on_step=lambda step, loss: seen.append((step, loss)))
     assert len(losses) == 6 and losses[-1] < losses[0] - 0.5
+    assert seen == list(enumerate(losses, 1))
     assert supervised_ranker_steps(model, tokenizer, env, ranker.messages, steps=0, batch=4, lr=3e-3, candidates=5,
                                    max_tokens=48, seed=0, micro_batch=4, max_grad_norm=1.0, sft_step=sft_step) == []
 
@@ -122,7 +125,7 @@ def test_rerank_quality_counts_valid_outputs_and_hits_against_the_retriever(env)
                "[1] > [2] > [3]"]
     ranker = LLMRanker(PolicyChatBackend(ScriptedRanker(model, tokenizer, replies)), LLMRankerConfig(max_doc_chars=160))
     m = rerank_quality(ranker, reranks, ks=(1,))
-    assert m["ranker/requests"] == 4 and m["ranker/valid_rate"] == 0.75
+    assert m["ranker/requests"] == 4 and m["ranker/valid_rate"] == 0.75 and m["ranker/error_no_reason"] == 0.25
     # The invalid output falls back to retriever order, whose first candidate is useful.
     assert m["ranker/useful@1"] == 0.75 and m["ranker/retriever_useful@1"] == 1.0
     with pytest.raises(ConfigError):
@@ -134,3 +137,11 @@ def test_cold_start_options_are_validated():
     for bad in ({"ranker_cold_start_steps": -1}, {"ranker_cold_start_batch": 0}, {"ranker_cold_start_lr": 0.0}):
         with pytest.raises(ConfigError, match=next(iter(bad))):
             CoSearchConfig(**bad)
+
+
+def test_the_question_itself_can_be_the_sub_query(env):
+    base = env.unwrapped
+    reranks = [oracle_reranks(env, i, candidates=5, question_as_query=True) for i in range(len(base.records))]
+    assert all(len(r) == 1 and r[0].request.query == base.records[i].question for i, r in enumerate(reranks))
+    # The retriever's first candidate is not always useful for the question as query: the targets reorder.
+    assert any(not r[0].useful[0] and any(r[0].useful) for r in reranks)
