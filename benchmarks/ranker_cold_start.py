@@ -55,7 +55,7 @@ def measure(backend, ranker, reranks, config: CoSearchConfig, label: str, starte
             print(f"{'':>24} invalid: " + ", ".join(f"{k} {v:.2f}" for k, v in errors.items()), flush=True)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     defaults = CoSearchConfig()
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, nargs="+", default=[defaults.ranker_cold_start_steps],
@@ -76,7 +76,7 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--show", type=int, default=0, help="print this many raw ranker outputs at each measurement")
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: the physical cores)")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     if sorted(set(args.steps)) != args.steps or args.steps[0] < 1:
         p.error("--steps must be positive and increasing")
 
