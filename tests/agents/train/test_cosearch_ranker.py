@@ -113,3 +113,13 @@ def test_no_ranker_cold_start_when_turned_off(tmp_path):
     trainer.run()
     trainer.close()
     assert '"step": 0' not in (tmp_path / "run" / "metrics.jsonl").read_text()
+
+
+def test_ranker_cold_start_is_skipped_with_a_warning_without_oracle_trajectories(tmp_path, caplog):
+    trainer = Trainer(tiny_config(tmp_path, learner="cosearch", steps=1))
+    before = {n: p.detach().clone() for n, p in trainer.models["ranker"].named_parameters()}
+    with caplog.at_level("WARNING", logger="agents.learners.cosearch_ranker"):
+        metrics = trainer.second_model.cold_start(SimpleNamespace(unwrapped=SimpleNamespace()))
+    trainer.close()
+    assert metrics == {"ranker_cold_start/steps": 0.0} and "no oracle trajectories" in caplog.text
+    assert all(torch.equal(before[n], p) for n, p in trainer.models["ranker"].named_parameters())
