@@ -4,13 +4,15 @@
 the prompt ids, the sampled ids and their logprobs. `RankerTrainer` (the learner's second-model hook, see
 `agents.learners.registry.SecondModel`) puts that ranker into the env, and after each step's rollouts matches
 the ranker calls recorded in step info (`info["ranker"]`: messages and raw output) to those generations, so
-the ranker's GRPO update trains on exactly the tokens that were sampled.
+the ranker's GRPO update trains on exactly the tokens that were sampled. Before RL, `RankerTrainer.cold_start`
+teaches it the rerank format on the synthetic world's oracle reranks (`agents.learners.ranker_sft`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 import copy
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +24,9 @@ from agents.learners.batch import LearnerBatch, Trajectory
 from agents.learners.grpo import outcome_reward
 from agents.learners.registry import SecondModelContext
 from agents.policies.base import SamplingParams
-from searchgym.errors import BackendError, SearchGymError
+from searchgym.errors import BackendError, ConfigError, SearchGymError
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -90,14 +94,40 @@ class RankerTrainer:
         self.models: dict[str, torch.nn.Module] = {"ranker": model}
         self.optimizers = {"ranker": ctx.optimizer(model)}
 
-    def env_options(self) -> dict[str, Any]:
-        """The trained ranker behind search, choosing `top_k` of `ranker_candidates` retrieved documents."""
+    def ranker(self):
+        """An `LLMRanker` over this model's sampler, with the config's prompt and decoding settings."""
         from searchgym.rankers.llm import LLMRanker, LLMRankerConfig
 
         c = self.config
-        ranker = LLMRanker(self.backend, LLMRankerConfig(max_doc_chars=c.ranker_max_doc_chars, max_tokens=c.ranker_max_tokens,
-                                                          temperature=c.ranker_temperature))
-        return {"ranker": ranker, "candidates": c.ranker_candidates}
+        return LLMRanker(self.backend, LLMRankerConfig(max_doc_chars=c.ranker_max_doc_chars, max_tokens=c.ranker_max_tokens,
+                                                        temperature=c.ranker_temperature))
+
+    def env_options(self) -> dict[str, Any]:
+        """The trained ranker behind search, choosing `top_k` of `ranker_candidates` retrieved documents."""
+        return {"ranker": self.ranker(), "candidates": self.config.ranker_candidates}
+
+    def cold_start(self, env: Any) -> dict[str, float]:
+        """`ranker_cold_start_steps` supervised steps on the oracle reranks of `env`'s questions (the synthetic
+        world; skipped with a warning elsewhere); returns `ranker_cold_start/*` metrics."""
+        from agents.learners.ranker_sft import supervised_ranker_steps
+
+        c = self.config
+        if c.ranker_cold_start_steps <= 0:
+            return {}
+        if not hasattr(env.unwrapped, "world"):
+            logger.warning("ranker cold start skipped: %s has no oracle trajectories (only SearchQA-Synthetic-v0 does); "
+                           "set ranker_cold_start_steps=0 to silence this", type(env.unwrapped).__name__)
+            return {"ranker_cold_start/steps": 0.0}
+        if self.ctx.supervised_step is None:
+            raise ConfigError("the ranker's cold start needs SecondModelContext.supervised_step (agents.train.sft.sft_step)")
+        model = self.models["ranker"]
+        losses = supervised_ranker_steps(
+            model, self.policy.tokenizer, env, self.ranker().messages, steps=c.ranker_cold_start_steps, batch=c.ranker_cold_start_batch,
+            lr=c.ranker_cold_start_lr, candidates=c.ranker_candidates, max_tokens=c.ranker_max_tokens, seed=self.ctx.seed,
+            micro_batch=self.ctx.micro_batch, max_grad_norm=self.ctx.max_grad_norm, sft_step=self.ctx.supervised_step)
+        self.policy.mark_updated()
+        return {"ranker_cold_start/steps": float(len(losses)), "ranker_cold_start/loss_first": losses[0],
+                "ranker_cold_start/loss_last": losses[-1]}
 
     def begin_step(self) -> None:
         self.backend.clear()

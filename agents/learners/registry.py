@@ -67,7 +67,11 @@ class EnvNeeds:
 class SecondModel(Protocol):
     """A second model a learner trains beside the policy (COSEARCH's ranker). The trainer holds it, puts
     `models` and `optimizers` into every checkpoint, builds envs with `env_options`, calls `begin_step`
-    before each step's rollouts and `train_step` after the policy's update."""
+    before each step's rollouts and `train_step` after the policy's update.
+
+    Optionally it has `cold_start(env) -> dict[str, float]`: supervised training before RL, which the trainer
+    calls once in a run that starts from step 0 (never on resume: the checkpoint holds the trained weights),
+    with its training env, and whose namespaced metrics go into the step-0 metrics line."""
 
     models: dict[str, torch.nn.Module]
     """Checkpointed weights, by a name other than "policy"."""
@@ -111,6 +115,9 @@ class SecondModelContext:
     """model -> (optimizer, scheduler) with the run's learning rate and warm-up."""
     policy_gradient_step: Callable[..., Any]
     """`agents.train.update.policy_gradient_step`."""
+    supervised_step: Callable[..., float] | None = None
+    """`agents.train.sft.sft_step`: accumulates the gradient of the masked negative log-likelihood of
+    examples (`token_ids`, `loss_mask`) and returns the loss; what a second model's cold start trains with."""
 
 
 BatchFn = Callable[[Sequence[Trajectory], Any], LearnerBatch]

@@ -50,7 +50,7 @@ from agents.train.config import TrainConfig
 from agents.train.distributed import all_reduce_sum, make_accelerator, merge_metrics, shard, sum_gradients
 from agents.train.evaluate import Evaluation, evaluate_policy
 from agents.train.metrics import MetricsLog, global_stats, signal_summary, step_rollout_metrics
-from agents.train.sft import cold_start
+from agents.train.sft import cold_start, sft_step
 from agents.train.sync import WeightSync
 from agents.train.update import UpdateStats, loss_rows, policy_gradient_step
 from searchgym.errors import ConfigError
@@ -111,7 +111,7 @@ class Trainer:
                 learner_config=self.learner_config, policy_model=config.model, seed=config.seed, device=config.device,
                 micro_batch=config.optim.micro_batch, max_grad_norm=config.optim.max_grad_norm,
                 load_model=lambda name, seed: setup.load_model(name, seed, config.device), optimizer=self._optimizer,
-                policy_gradient_step=policy_gradient_step))
+                policy_gradient_step=policy_gradient_step, supervised_step=sft_step))
             self.models.update(self.second_model.models)
             self.optimizers.update(self.second_model.optimizers)
 
@@ -257,12 +257,20 @@ class Trainer:
         return stats, grad_norm
 
     def cold_start(self) -> list[float]:
-        """`cold_start_steps` supervised steps on oracle trajectories (synthetic world only)."""
+        """`cold_start_steps` supervised steps on oracle trajectories (synthetic world only), then the second
+        model's own cold start when it has one; both go into one step-0 metrics line. Returns the policy's
+        losses."""
         losses = cold_start(self)
+        line: dict[str, float] = {}
         if losses:
             self.policy.mark_updated()
             self.sync_weights()
-            self._log({"step": 0, "cold_start/loss_first": losses[0], "cold_start/loss_last": losses[-1]})
+            line.update({"cold_start/loss_first": losses[0], "cold_start/loss_last": losses[-1]})
+        second_cold_start = getattr(self.second_model, "cold_start", None)
+        if second_cold_start is not None:
+            line.update(second_cold_start(self.env))
+        if line:
+            self._log({"step": 0, **line})
         return losses
 
     def evaluate(self, count: int | None = None) -> dict[str, float]:
@@ -276,8 +284,9 @@ class Trainer:
                                samples=samples, temperature=self.config.rollout.temperature, seed=self.config.seed)
 
     def run(self, progress: bool = False) -> list[dict[str, float]]:
-        """Cold start (when configured and not resumed), then RL steps up to `config.steps`."""
-        if self.step == 0 and self.config.optim.cold_start_steps > 0:
+        """Cold starts (when configured and not resumed: the policy's, then the second model's), then RL steps
+        up to `config.steps`."""
+        if self.step == 0:
             self.cold_start()
         history = []
         steps = range(self.step, self.config.steps)

@@ -65,3 +65,61 @@ def test_ranker_groups_calls_and_updates(tmp_path):
     assert metrics["ranker/calls"] == 4 and metrics["ranker/groups"] == 1
     assert metrics["ranker/valid_rate"] == 0.75
     assert any(not torch.equal(before[n], p) for n, p in ranker_model.named_parameters())
+
+
+def test_ranker_cold_start_runs_once_at_step_0_and_not_on_resume(tmp_path):
+    import json
+
+    from agents.learners import CoSearchConfig
+
+    learner = CoSearchConfig(ranker_cold_start_steps=3, ranker_cold_start_batch=2, ranker_cold_start_lr=3e-3)
+    trainer = Trainer(tiny_config(tmp_path, learner=learner, steps=1, cold_start_steps=1, cold_start_batch=2))
+    fresh = {n: p.detach().clone() for n, p in trainer.models["ranker"].named_parameters()}
+    calls, real = [], trainer.second_model.cold_start
+
+    def spy(env):
+        out = real(env)
+        changed = any(not torch.equal(fresh[n], p) for n, p in trainer.models["ranker"].named_parameters())
+        calls.append((env, out, changed))
+        return out
+
+    trainer.second_model.cold_start = spy
+    history = trainer.run()
+    trainer.close()
+    assert len(calls) == 1 and calls[0][0] is trainer.env and calls[0][2]  # the ranker learned before RL
+    assert calls[0][1]["ranker_cold_start/steps"] == 3
+    # One training step with the cold-started ranker behind search, end to end.
+    assert [m["step"] for m in history] == [1] and "ranker/calls" in history[0]
+    lines = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    # The policy's and the ranker's cold starts share the step-0 line.
+    assert lines[0]["step"] == 0 and "cold_start/loss_first" in lines[0] and lines[0]["ranker_cold_start/steps"] == 3
+
+    resumed = Trainer(tiny_config(tmp_path, learner=learner, steps=2, cold_start_steps=1, cold_start_batch=2))
+    assert resumed.step == 1
+    again = []
+    resumed.second_model.cold_start = lambda env: again.append(env) or {}
+    resumed.run()
+    resumed.close()
+    assert again == []  # the checkpoint holds the cold-started ranker
+    steps = [json.loads(x)["step"] for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert steps == [0, 1, 2]
+
+
+def test_no_ranker_cold_start_when_turned_off(tmp_path):
+    from agents.learners import CoSearchConfig
+
+    trainer = Trainer(tiny_config(tmp_path, learner=CoSearchConfig(ranker_cold_start_steps=0), steps=1))
+    assert trainer.second_model.cold_start(trainer.env) == {}
+    trainer.run()
+    trainer.close()
+    assert '"step": 0' not in (tmp_path / "run" / "metrics.jsonl").read_text()
+
+
+def test_ranker_cold_start_is_skipped_with_a_warning_without_oracle_trajectories(tmp_path, caplog):
+    trainer = Trainer(tiny_config(tmp_path, learner="cosearch", steps=1))
+    before = {n: p.detach().clone() for n, p in trainer.models["ranker"].named_parameters()}
+    with caplog.at_level("WARNING", logger="agents.learners.cosearch_ranker"):
+        metrics = trainer.second_model.cold_start(SimpleNamespace(unwrapped=SimpleNamespace()))
+    trainer.close()
+    assert metrics == {"ranker_cold_start/steps": 0.0} and "no oracle trajectories" in caplog.text
+    assert all(torch.equal(before[n], p) for n, p in trainer.models["ranker"].named_parameters())
