@@ -233,6 +233,11 @@ def calls_from_trajectory(
     ]
 
 
+def answer_holders(call: RankerCall, golds: Sequence[str]) -> list[bool]:
+    """For each candidate of `call`, whether its text holds a gold answer (I_ans's per-candidate test)."""
+    return [cover_exact_match(text, golds) > 0 for text in call.candidate_texts]
+
+
 def hits_at(order: Sequence[int], relevant: Sequence[bool], ks: Sequence[int] = (1, 3, 5)) -> list[float]:
     """Hit@k for each k: 1.0 when a relevant candidate is among the first k shown."""
     return [float(any(relevant[i] for i in order[:k])) for k in ks]
@@ -249,7 +254,7 @@ def ranking_hits(calls: Sequence[RankerCall], golds: Sequence[Sequence[str]], ks
     """
     shown, retriever = [], []
     for call, gold in zip(calls, golds):
-        relevant = [cover_exact_match(text, gold) > 0 for text in call.candidate_texts]
+        relevant = answer_holders(call, gold)
         if any(relevant):
             shown.append(hits_at(call.order, relevant, ks))
             retriever.append(hits_at(range(len(relevant)), relevant, ks))
@@ -284,7 +289,7 @@ class RankerScore:
 
 def score_call(call: RankerCall, golds: Sequence[str], r_main: float, config: CoSearchConfig) -> RankerScore:
     """Eq. 6 for one call; `golds` are the question's answers, `r_main` its trajectory's answer F1."""
-    relevant = [cover_exact_match(text, golds) > 0 for text in call.candidate_texts]
+    relevant = answer_holders(call, golds)
     r_rel = sum(hits_at(call.order, relevant, config.hit_ks)) / len(config.hit_ks)
     has_answer = any(relevant)
     reward = ranker_reward(
