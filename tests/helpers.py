@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import threading
+from collections.abc import Iterable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,3 +23,31 @@ def shared_file(relative: str) -> Path:
             "the same layouts are tested on small files the tests write)"
         )
     return path
+
+
+class LoopbackServer:
+    """A real HTTP server on a free loopback port, served from a daemon thread, for client tests. Handlers that
+    hang should wait on `release`, which `close()` sets so that shutdown does not wait for them."""
+
+    def __init__(self, handler: type[BaseHTTPRequestHandler], path: str = ""):
+        self.release = threading.Event()
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}{path}"
+        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+
+    def close(self) -> None:
+        self.release.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def send_reply(handler: BaseHTTPRequestHandler, status: int, payload: Any, headers: Iterable[tuple[str, str]] = ()) -> None:
+    """Answer a request: `payload` as it is when bytes, else as JSON, with a content length and `headers`."""
+    data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+    handler.send_response(status)
+    for name, value in headers:
+        handler.send_header(name, value)
+    handler.send_header("content-length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)

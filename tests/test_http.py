@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from searchgym.errors import BackendError, BackendTimeout, RetrievalError, RetrievalTimeout
 from searchgym.http import HTTPClient, RetryAnswer
+from tests.helpers import LoopbackServer, send_reply
 
 
 class Scripted:
@@ -21,7 +21,6 @@ class Scripted:
     def __init__(self):
         self.script: list = []
         self.requests: list = []
-        self.release = threading.Event()
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -38,7 +37,7 @@ class Scripted:
                 server.requests.append((self.command, self.path, body, self.headers.get("authorization")))
                 step = server.script.pop(0) if len(server.script) > 1 else server.script[0]
                 if step == "hang":
-                    server.release.wait(30)
+                    server.loop.release.wait(30)
                     return
                 if step == "trickle":
                     data = b'{"ok": true}'
@@ -46,29 +45,19 @@ class Scripted:
                     self.send_header("content-length", str(len(data)))
                     self.end_headers()
                     for byte in data:
-                        if server.release.wait(0.2):
+                        if server.loop.release.wait(0.2):
                             return
                         self.wfile.write(bytes([byte]))
                         self.wfile.flush()
                     return
                 status, payload, *headers = step
-                data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
-                self.send_response(status)
-                for name, value in headers:
-                    self.send_header(name, value)
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                send_reply(self, status, payload, headers)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        self.loop = LoopbackServer(Handler)
+        self.url = self.loop.url
 
     def close(self):
-        self.release.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.loop.close()
 
 
 @pytest.fixture

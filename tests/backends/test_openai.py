@@ -6,7 +6,7 @@ import json
 import socket
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
@@ -14,6 +14,7 @@ from searchgym.backends import ChatBackend
 from searchgym.backends.openai import OpenAIChatBackend, OpenAIConfig
 from searchgym.errors import BackendError, BackendTimeout, ConfigError
 from searchgym.judges import LLMJudge
+from tests.helpers import LoopbackServer, send_reply
 from tests.judges.helpers import BRIDGE, req, rnd
 
 
@@ -24,7 +25,6 @@ class Server:
         self.requests: list[dict] = []
         self.headers: list[dict] = []
         self.plan: list[str] = []  # per request: "ok", "500", "400", "hang", "garbage"; the last one repeats
-        self.release = threading.Event()
         self.reply = lambda body: "echo: " + body["messages"][-1]["content"]
         server = self
 
@@ -42,7 +42,7 @@ class Server:
                 if self.path != "/v1/chat/completions":
                     return self._send(404, b"not found")
                 if mode == "hang":
-                    server.release.wait(30)
+                    server.loop.release.wait(30)
                     return
                 if mode in ("500", "400"):
                     return self._send(int(mode), b'{"error": "scripted"}')
@@ -52,23 +52,14 @@ class Server:
                 self._send(200, json.dumps(payload).encode())
 
             def _send(self, status, data):
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                send_reply(self, status, data, [("Content-Type", "application/json")])
 
         lock = threading.Lock()
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self.thread.start()
+        self.loop = LoopbackServer(Handler, "/v1")
+        self.url = self.loop.url
 
     def close(self):
-        self.release.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.loop.close()
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ import socket
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
@@ -18,6 +18,7 @@ from searchgym.errors import RetrievalError, RetrievalTimeout
 from searchgym.retrieval import BM25Retriever, DenseRetriever, Hit, HTTPRetriever, HTTPRetrieverConfig, HybridRetriever
 from searchgym.retrieval.http import parse_response
 from searchgym.retrieval.server import BackgroundServer, RequestRejected, ServerConfig, parse_retrieve_request
+from tests.helpers import LoopbackServer, send_reply
 
 QUERIES = ["Which river flows through Rome?", "Who discovered radioactivity?", "zzqxj", "Berlin"]
 
@@ -296,13 +297,7 @@ class _Scripted(BaseHTTPRequestHandler):
     def do_POST(self):
         self.bodies.append(json.loads(self.rfile.read(int(self.headers["content-length"]))))
         status, body, *headers = self.script.pop(0)
-        data = body if isinstance(body, bytes) else json.dumps(body).encode()
-        self.send_response(status)
-        for name, value in headers:
-            self.send_header(name, value)
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        send_reply(self, status, body, headers)
 
     def log_message(self, *args):
         pass
@@ -310,11 +305,9 @@ class _Scripted(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def scripted():
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Scripted)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield httpd, f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
+    server = LoopbackServer(_Scripted)
+    yield server.httpd, server.url
+    server.close()
 
 
 def test_retries_transient_errors_but_not_client_errors(scripted):
