@@ -291,10 +291,16 @@ def _train_learners(preset: Preset, learners: list[str], results: dict, start_di
         t = time.perf_counter()
         print(f"\n[{learner}] {WHAT_DIFFERS[learner]}", flush=True)
         trainer = _load(Trainer, config(learner, str(start_dir), learner), learner, "the cold-started policy")
+        fingerprint = trainer_eval_fingerprint(trainer)
         if "fingerprint" not in results:
             # A run from --start-model: its eval env, as the first learner builds it (with a learner that asks the env
             # for more, e.g. COSEARCH's ranker, it differs from the start's and --merge refuses to pair them).
-            results["fingerprint"] = trainer_eval_fingerprint(trainer)
+            results["fingerprint"] = fingerprint
+        elif fingerprint != results["fingerprint"]:
+            differ = sorted(k for k in {**fingerprint, **results["fingerprint"]} if fingerprint.get(k) != results["fingerprint"].get(k))
+            trainer.close()
+            raise ConfigError(f"[{learner}] is evaluated on another env than its start policy was ({', '.join(differ)} differ); "
+                              "the two cannot be paired")
         history = _train(trainer, learner)
         final, final_em = _evaluate(trainer, learner, preset.eval_samples)
         final_hotpotqa = hotpotqa_eval(trainer, hotpotqa, preset.eval_questions) if hotpotqa else None
@@ -436,6 +442,17 @@ def paired_check(per_seed: dict[int, dict], learners: list[str]) -> str | None:
     return "\n".join(lines)
 
 
+def start_evaluation(results_json: Path, start_model: Path) -> dict:
+    """The fingerprint and start evaluation (and base, if any) of the seed of `results_json` that made and
+    evaluated `start_model`, to pair a later run from that policy against them."""
+    run = json.loads(results_json.read_text())
+    for results in run.get("results", {}).values():
+        start = results.get("start", {})
+        if "eval" in start and Path(start.get("model", "")).resolve() == start_model.resolve():
+            return {k: results[k] for k in ("fingerprint", "base", "start") if k in results}
+    raise ConfigError(f"{results_json}: no seed there made and evaluated {start_model}")
+
+
 def merge_results(paths: list[Path]) -> tuple[dict, dict[int, dict]]:
     """The per-seed results of several runs of one preset (e.g. seeds run side by side as separate processes),
     as one run's. A seed that started from a shared start policy without evaluating it (`--start-model`)
@@ -493,6 +510,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, help="override the preset's RL steps")
     p.add_argument("--seeds", type=int, nargs="+", help="one full run per seed (default: the preset's); two or more give the learning check's noise")
     p.add_argument("--eval-questions", type=int, help="override the preset's number of test questions")
+    p.add_argument("--lr", type=float, help="override the preset's RL learning rate")
+    p.add_argument("--questions", type=int, help="override the preset's questions per RL step")
+    p.add_argument("--group", type=int, help="override the preset's rollouts per question (G)")
     p.add_argument("--threads", type=int, help="torch/BLAS threads (TrainConfig.threads; default: the physical cores). On a machine "
                    "that other jobs share, 1 thread can be several times faster than 2")
     p.add_argument("--eval-samples", type=int, help="override the preset's Avg@k samples per test question (0: greedy only)")
@@ -502,6 +522,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--start-model", metavar="DIR", help="a shared-start preset's seeds start from this cold-started policy (the "
                    "seed0/cold_start/model folder of a run of the same preset) without evaluating it; --merge that run's "
                    "results.json with this one's to pair them")
+    p.add_argument("--start-results", metavar="RESULTS_JSON", help="with --start-model: the results.json of the run that made "
+                   "and evaluated that start policy; this run pairs against that evaluation (same world and questions: the "
+                   "fingerprints must match) instead of needing a --merge, so a new RL setting (--lr, --steps, ...) is "
+                   "compared with the same start")
     p.add_argument("--merge", nargs="+", metavar="RESULTS_JSON", help="join the results.json of runs of one preset (seeds run as "
                    "separate processes) into one report under --out, and stop")
     args = p.parse_args(argv)
@@ -518,7 +542,8 @@ def main(argv: list[str] | None = None) -> int:
     # One bar per phase (benchmarks.progress) instead of a "Loading weights" bar at every model load.
     hf_logging.disable_progress_bar()
     preset = PRESETS[args.preset]
-    overrides = {k: v for k, v in (("eval_questions", args.eval_questions), ("eval_samples", args.eval_samples)) if v is not None}
+    overrides = {k: v for k, v in (("eval_questions", args.eval_questions), ("eval_samples", args.eval_samples), ("lr", args.lr),
+                                   ("questions", args.questions), ("group", args.group)) if v is not None}
     preset = replace(preset, **overrides)
     args.learners = args.learners or list(preset.learners or WHAT_DIFFERS)
     args.seeds = args.seeds or list(preset.seeds)
@@ -526,13 +551,18 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     if args.start_model and not preset.shared_start:
         raise ConfigError(f"--start-model needs a preset with a shared start (cpu-learn); {args.preset} cold-starts every seed")
+    if args.start_results and not args.start_model:
+        raise ConfigError("--start-results names the evaluation of a --start-model; give both")
 
     t0 = time.perf_counter()
     print(f"preset {args.preset}: {preset.model}, hops {preset.hops}, {preset.cold_start_steps} cold-start steps, "
           f"{steps} RL steps x {preset.questions} questions x {preset.group} rollouts, eval on {preset.eval_questions} "
           f"test questions, seeds {args.seeds}", flush=True)
     per_seed = {}
-    shared = (Path(args.start_model), {"start": {"model": args.start_model}}) if args.start_model else None
+    shared = None
+    if args.start_model:
+        shared = (Path(args.start_model), start_evaluation(Path(args.start_results), Path(args.start_model)) if args.start_results
+                  else {"start": {"model": args.start_model}})
     for seed in args.seeds:
         print(f"\n===== seed {seed}", flush=True)
         results = per_seed[seed] = _run_seed(preset, args.learners, steps, seed, out / f"seed{seed}",
@@ -546,7 +576,7 @@ def main(argv: list[str] | None = None) -> int:
             plot_curves(results, args.learners, out / f"seed{seed}" / "curves.png")
         print(f"\nseed {seed} ({results['minutes']:.1f} min):\n{table}", flush=True)
 
-    if args.start_model:
+    if args.start_model and not args.start_results:
         (out / "results.json").write_text(json.dumps({"preset": asdict(preset), "steps": steps, "seeds": args.seeds,
                                                       "results": {str(s): r for s, r in per_seed.items()}}, indent=2))
         print(f"\ntotal {(time.perf_counter() - t0) / 60:.1f} min; the start policy was not evaluated here: --merge this "

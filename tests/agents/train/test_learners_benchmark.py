@@ -156,3 +156,15 @@ def test_seeds_run_apart_from_a_shared_start_merge_into_one_check(tmp_path, monk
         learners.main(["--merge", str(tmp_path / "b" / "results.json"), "--out", str(tmp_path / "x")])
     with pytest.raises(ConfigError, match="seed 0 is in two"):
         learners.main(["--merge", str(tmp_path / "a" / "results.json"), str(tmp_path / "a" / "results.json"), "--out", str(tmp_path / "y")])
+    # Another RL setting from the same start, paired at once against the evaluation of the run that made it.
+    assert learners.main([*run, "--seeds", "2", "--lr", "5e-5", "--questions", "1", "--start-model", str(start),
+                          "--start-results", str(tmp_path / "a" / "results.json"), "--out", str(tmp_path / "c")]) == 0
+    other = json.loads((tmp_path / "c" / "results.json").read_text())
+    assert other["preset"]["lr"] == 5e-5 and other["preset"]["questions"] == 1
+    assert other["results"]["2"]["start"] == merged["results"]["0"]["start"]
+    assert "Paired against the cold start" in (tmp_path / "c" / "results.md").read_text()
+    with pytest.raises(ConfigError, match="no seed there made and evaluated"):
+        learners.main([*run, "--seeds", "3", "--start-model", str(start), "--start-results", str(tmp_path / "b" / "results.json"),
+                       "--out", str(tmp_path / "d")])
+    with pytest.raises(ConfigError, match="give both"):
+        learners.main([*run, "--seeds", "3", "--start-results", str(tmp_path / "a" / "results.json"), "--out", str(tmp_path / "d")])
