@@ -7,8 +7,11 @@
    histogram of contributing rounds per trajectory, the share of rounds with p = 1, and that share by the
    round's position (the paper finds contribution concentrated in a few key rounds).
 3. COSEARCH: the oracle-ranker experiment. Greedy EM/F1 when the candidates that hold a gold answer are
-   moved to the top of the pool (`searchgym.rankers.OracleRanker`) against the retriever's own order, on
-   the synthetic world and on a HotpotQA file (the paper: +14.7% F1 for a 7B agent, +26.8% for 3B).
+   moved to the top of the pool (`searchgym.rankers.OracleRanker`) against the retriever's own order (the
+   paper: +14.7% F1 for a 7B agent, +26.8% for 3B).
+
+Each runs on the synthetic world and, given `--hotpotqa`, on that file's first questions too (real
+questions and paragraphs, the gold judge reading their supporting-fact titles).
 
 Analyses 1 and 2 read one batch of G sampled rollouts per question (the learners' sampling temperature);
 3 reads two greedy runs. All of them run on the learning check's setting (`benchmarks.learners`, preset
@@ -303,26 +306,33 @@ def oracle_ranker_gain(policy, first, setting: Setting, questions: int, name: st
     return out
 
 
+def sampled_analyses(trajectories: Sequence[Any], group: int, name: str) -> dict[str, Any]:
+    """E-GRPO's entity contrast and CW-GRPO's contribution spread over G sampled rollouts per question."""
+    contrast = entity_contrast(group_outcomes(trajectories, group))
+    return {"setting": name, "entity_contrast": {**asdict(contrast), "ratio": contrast.ratio},
+            "contribution_spread": asdict(contribution_spread(successful_rounds(trajectories))),
+            "sampled_em": _mean([episode_em(t.step_infos) for t in trajectories])}
+
+
 def run(policy, setting: Setting, questions: int, group: int, hotpotqa: str | None = None, cache_dir: Path | None = None) -> dict[str, Any]:
-    """All three analyses; returns what `results.json` holds."""
+    """All three analyses, on the synthetic world and (given its file) on HotpotQA; returns what
+    `results.json` holds."""
     import gymnasium as gym
 
-    synthetic = gym.make("SearchQA-Synthetic-v0", num_entities=setting.num_entities, hops=setting.hops, split="test",
-                         seed=setting.world_seed, num_questions=questions, cache_dir=cache_dir if cache_dir else False).unwrapped
-    n = min(questions, len(synthetic.records))
-    sampled = _rollouts(policy, _env_maker(synthetic, setting, None), n, group, setting.temperature, setting,
-                        f"synthetic, G={group} sampled rollouts")
-    contrast = entity_contrast(group_outcomes(sampled, group))
-    results: dict[str, Any] = {
-        "setting": {**asdict(setting), "questions": n, "group": group, "model": policy.describe()},
-        "entity_contrast": {**asdict(contrast), "ratio": contrast.ratio},
-        "contribution_spread": asdict(contribution_spread(successful_rounds(sampled))),
-        "sampled_em": _mean([episode_em(t.step_infos) for t in sampled]),
-        "oracle_ranker": [oracle_ranker_gain(policy, synthetic, setting, n, "synthetic")],
-    }
+    firsts = [("synthetic", gym.make("SearchQA-Synthetic-v0", num_entities=setting.num_entities, hops=setting.hops, split="test",
+                                     seed=setting.world_seed, num_questions=questions, cache_dir=cache_dir if cache_dir else False).unwrapped)]
     if hotpotqa:
-        first = gym.make("SearchQA-HotpotQA-v0", data_path=hotpotqa, limit=questions, cache_dir=cache_dir if cache_dir else False).unwrapped
-        results["oracle_ranker"].append(oracle_ranker_gain(policy, first, setting, questions, "HotpotQA"))
+        firsts.append(("HotpotQA", gym.make("SearchQA-HotpotQA-v0", data_path=hotpotqa, limit=questions,
+                                            cache_dir=cache_dir if cache_dir else False).unwrapped))
+    n = min(questions, len(firsts[0][1].records))
+    results: dict[str, Any] = {"setting": {**asdict(setting), "questions": n, "group": group, "model": policy.describe()},
+                               "sampled": [], "oracle_ranker": []}
+    for name, first in firsts:
+        count = min(questions, len(first.records))
+        sampled = _rollouts(policy, _env_maker(first, setting, None), count, group, setting.temperature, setting,
+                            f"{name}, G={group} sampled rollouts")
+        results["sampled"].append({**sampled_analyses(sampled, group, name), "questions": count})
+        results["oracle_ranker"].append(oracle_ranker_gain(policy, first, setting, count, name))
     return results
 
 
@@ -333,35 +343,41 @@ def _f(x: float, digits: int = 3) -> str:
 
 
 def report(results: dict[str, Any]) -> str:
-    """The three tables, each under a caption with the paper's figure."""
+    """The three tables, each under a caption with the paper's figure; one row (or block) per setting."""
     s = results["setting"]
-    ec, cs = results["entity_contrast"], results["contribution_spread"]
-    mixed = ec["correct_higher"] + ec["wrong_higher"] + ec["ties"]
     lines = [
         f"Model {s['model'].get('model', s['model'])}; {s['questions']} test questions of the synthetic world ({'/'.join(map(str, s['hops']))}-hop, "
         f"{s['num_entities']} entities, world seed {s['world_seed']}), {s['max_turns']} turns, {s['top_k']} document(s) shown.",
         "",
         f"E-GRPO: questions where correct rollouts match more gold entities than wrong ones, over G={s['group']} rollouts at "
-        f"temperature {s['temperature']}, mean EM {_f(results['sampled_em'])} (paper: 1939 vs 487, about 4:1, over G=8)",
+        f"temperature {s['temperature']} (paper: 1939 vs 487, about 4:1, over G=8)",
         "",
-        "| correct > wrong | wrong > correct | ratio | ties | mixed questions | all right or all wrong (left out) | "
+        "| setting | questions | sampled EM | correct > wrong | wrong > correct | ratio | ties | all right or all wrong (left out) | "
         "mean rate, correct | mean rate, wrong |",
-        "|---|---|---|---|---|---|---|---|",
-        f"| {ec['correct_higher']} | {ec['wrong_higher']} | {_f(ec['ratio'], 2)} | {ec['ties']} | {mixed} | {ec['unmixed']} | "
-        f"{_f(ec['mean_rate_correct'])} | {_f(ec['mean_rate_wrong'])} |",
-        "",
-        f"CW-GRPO: contribution p = u*v (gold judge) over the search rounds of the {cs['trajectories']} successful sampled "
-        f"trajectories (paper: concentrated in a few key rounds); share of rounds with p = 1: {_f(cs['contributing_share'])} "
-        f"of {cs['rounds']}; {cs['no_search']} answered without searching",
-        "",
-        "| contributing rounds | trajectories |", "|---|---|",
-        *[f"| {k} | {v} |" for k, v in cs["contributing"].items()],
-        "",
-        "| search rounds | trajectories |", "|---|---|",
-        *[f"| {k} | {v} |" for k, v in cs["searches"].items()],
-        "",
-        "| round | rounds | share with p = 1 |", "|---|---|---|",
-        *[f"| {j + 1} | {n} | {_f(share)} |" for j, (n, share) in enumerate(cs["by_position"])],
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for g in results["sampled"]:
+        ec = g["entity_contrast"]
+        lines.append(f"| {g['setting']} | {g['questions']} | {_f(g['sampled_em'])} | {ec['correct_higher']} | {ec['wrong_higher']} | "
+                     f"{_f(ec['ratio'], 2)} | {ec['ties']} | {ec['unmixed']} | {_f(ec['mean_rate_correct'])} | {_f(ec['mean_rate_wrong'])} |")
+    for g in results["sampled"]:
+        cs = g["contribution_spread"]
+        lines += [
+            "",
+            f"CW-GRPO, {g['setting']}: contribution p = u*v (gold judge) over the search rounds of the {cs['trajectories']} successful "
+            f"sampled trajectories (paper: concentrated in a few key rounds); share of rounds with p = 1: {_f(cs['contributing_share'])} "
+            f"of {cs['rounds']}; {cs['no_search']} answered without searching",
+            "",
+            "| contributing rounds | trajectories |", "|---|---|",
+            *[f"| {k} | {v} |" for k, v in cs["contributing"].items()],
+            "",
+            "| search rounds | trajectories |", "|---|---|",
+            *[f"| {k} | {v} |" for k, v in cs["searches"].items()],
+            "",
+            "| round | rounds | share with p = 1 |", "|---|---|---|",
+            *[f"| {j + 1} | {n} | {_f(share)} |" for j, (n, share) in enumerate(cs["by_position"])],
+        ]
+    lines += [
         "",
         "COSEARCH: greedy EM/F1 with answer-bearing candidates moved to the top (oracle ranker) vs the retriever's order "
         "(paper: +14.7% F1 for a 7B agent, +26.8% for 3B)",
@@ -387,7 +403,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--group", type=int, default=8, help="G: sampled rollouts per question for the E-GRPO and CW-GRPO analyses")
     p.add_argument("--candidates", type=int, default=Setting.candidates, help="the candidate pool per search the oracle reorders")
     p.add_argument("--entities", type=int, default=Setting.num_entities, help="synthetic world size")
-    p.add_argument("--hotpotqa", metavar="FILE", help="also run the oracle-ranker experiment on this HotpotQA file's first questions")
+    p.add_argument("--hotpotqa", metavar="FILE", help="also run the three analyses on this HotpotQA file's first questions")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=None, help="threads for torch, numba and BLAS (default: the physical cores)")
     p.add_argument("--out", default="results/signatures")

@@ -169,7 +169,9 @@ def test_command_end_to_end_with_the_tiny_model(tmp_path, capsys):
     for figure in ("1939 vs 487", "few key rounds", "+14.7% F1"):
         assert figure in printed
     results = json.loads((out / "results.json").read_text())
-    ec = results["entity_contrast"]
+    (sampled,) = results["sampled"]
+    ec = sampled["entity_contrast"]
+    assert sampled["setting"] == "synthetic" and sampled["questions"] == 3
     assert ec["questions"] == 3 and ec["correct_higher"] + ec["wrong_higher"] + ec["ties"] + ec["unmixed"] == 3
     (synthetic,) = results["oracle_ranker"]
     assert synthetic["setting"] == "synthetic" and synthetic["questions"] == 3 and synthetic["candidates"] == 50
@@ -213,6 +215,21 @@ def check_scripted_gain(result):
 def test_oracle_ranker_gain_on_the_synthetic_world():
     first = gym.make("SearchQA-Synthetic-v0", num_entities=300, hops=(1,), split="test", num_questions=8, cache_dir=False).unwrapped
     check_scripted_gain(scripted_gain(first))
+
+
+@pytest.mark.shared_data
+def test_command_runs_every_analysis_on_hotpotqa_too(tmp_path, capsys):
+    out = tmp_path / "sig"
+    hotpotqa = str(shared_file("hotpotqa/hotpot_train_sample_official.json"))
+    assert main(["--model", "tiny", "--questions", "2", "--group", "2", "--entities", "300", "--threads", "1",
+                 "--hotpotqa", hotpotqa, "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "CW-GRPO, HotpotQA" in printed and "CW-GRPO, synthetic" in printed
+    results = json.loads((out / "results.json").read_text())
+    assert [g["setting"] for g in results["sampled"]] == [g["setting"] for g in results["oracle_ranker"]] == ["synthetic", "HotpotQA"]
+    hotpot = results["sampled"][1]
+    assert hotpot["questions"] == 2 and hotpot["entity_contrast"]["questions"] == 2
+    assert 0.0 <= hotpot["sampled_em"] <= 1.0
 
 
 @pytest.mark.shared_data
