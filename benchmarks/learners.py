@@ -36,6 +36,7 @@ import json
 import math
 import time
 from dataclasses import asdict, dataclass, replace
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -106,12 +107,17 @@ class Preset:
     """The seeds a run of the preset uses by default."""
     world_seed: int | None = None
     """The synthetic world's seed (`EnvConfig.world_seed`); None: each seed builds its own world."""
+    workers: int = 1
+    """Learners trained side by side, each in its own process with 1/`workers` of the threads: on a small CPU
+    two one-thread processes get more done than one two-thread process (small matmuls scale poorly)."""
     shared_start: bool = False
     """Cold-start and evaluate the start policy once, under the first seed, and start every seed's learners
     from it: seeds then differ only in RL (question order, sampling). Needs a fixed `world_seed`, so that
     every seed evaluates on the same questions."""
 
     def __post_init__(self) -> None:
+        if self.workers < 1:
+            raise ConfigError(f"Preset.workers must be >= 1, got {self.workers}")
         if self.shared_start and self.world_seed is None:
             raise ConfigError("Preset.shared_start needs a fixed world_seed: every seed must evaluate on the start policy's questions")
 
@@ -125,8 +131,10 @@ PRESETS = {
     # and the machine has the memory. 64 rows: sampled tok/s still rises from batch 8 to 32 (79 -> 141 tok/s),
     # so a step's 8 rows and an eval's 20 go in one chunk (`python -m benchmarks.step`, docs/learners.md
     # "Speed and memory on CPU").
+    # Two learner processes at one thread each (COSEARCH, the longest, in one; the other three in turn in the
+    # other) instead of one process at two threads.
     "cpu": Preset("smollm2-135m", 1000, (1, 2), 8, 3, 2, 4, 20, 64, 512, 1, 1e-5, SHORT_TEMPLATE, gradient_checkpointing=False,
-                  max_batch_rows=64, max_turns=4),
+                  max_batch_rows=64, max_turns=4, workers=2),
     # The learning check: 2-hop questions (two search rounds that differ in contribution), a short cold start
     # that leaves room to improve (8 steps: greedy test EM 0.68 on 60 questions, with 512 response tokens;
     # 320 cut most episodes before their answer), 200 held-out questions, three RL seeds from one shared
@@ -223,6 +231,21 @@ def _train(trainer, learner: str) -> list[dict[str, float]]:
         return trainer.run()
 
 
+def train_config(preset: Preset, steps: int, seed: int, out: Path, backend: dict, threads: int | None, learner: str, model: str,
+                 run: str, cold_start_steps: int = 0) -> TrainConfig:
+    """The `TrainConfig` of one run of a seed of `preset`: the cold start (`cold_start_steps` > 0) or a learner."""
+    env_options = {"template": preset.template} if preset.template else {}
+    return TrainConfig(
+        learner=learner, model=model, steps=steps, questions_per_step=preset.questions, eval_questions=preset.eval_questions,
+        seed=seed, out_dir=str(out / run), resume=False, checkpoint_every=0, device=backend.get("device", "cpu"), threads=threads,
+        env=EnvConfig(num_entities=preset.num_entities, hops=preset.hops, top_k=preset.top_k, max_turns=preset.max_turns,
+                      world_seed=preset.world_seed, options=env_options),
+        rollout=RolloutConfig(group_size=preset.group, max_turn_tokens=preset.max_turn_tokens,
+                              max_response_tokens=preset.max_response_tokens, max_batch_rows=preset.max_batch_rows,
+                              **backend.get("rollout", {})),
+        optim=OptimConfig(lr=preset.lr, cold_start_steps=cold_start_steps, gradient_checkpointing=preset.gradient_checkpointing))
+
+
 def _run_seed(preset: Preset, learners: list[str], steps: int, seed: int, out: Path, backend: dict | None = None,
               hotpotqa: str | None = None, start: tuple[Path, dict] | None = None, threads: int | None = None) -> dict:
     """Base eval, cold start, start eval, then each learner from the same start; returns this seed's results.
@@ -231,19 +254,13 @@ def _run_seed(preset: Preset, learners: list[str], steps: int, seed: int, out: P
     from agents.models import save_model
     from agents.train.trainer import Trainer
 
-    env_options = {"template": preset.template} if preset.template else {}
-    backend = backend or {}
+    config = partial(train_config, preset, steps, seed, out, backend or {}, threads)
+    if preset.workers > 1:  # the learners' processes share the threads; the cold start and its evaluation have them all
+        from searchgym.threads import physical_cores
 
-    def config(learner: str, model: str, run: str, cold_start_steps: int = 0) -> TrainConfig:
-        return TrainConfig(
-            learner=learner, model=model, steps=steps, questions_per_step=preset.questions, eval_questions=preset.eval_questions,
-            seed=seed, out_dir=str(out / run), resume=False, checkpoint_every=0, device=backend.get("device", "cpu"), threads=threads,
-            env=EnvConfig(num_entities=preset.num_entities, hops=preset.hops, top_k=preset.top_k, max_turns=preset.max_turns,
-                          world_seed=preset.world_seed, options=env_options),
-            rollout=RolloutConfig(group_size=preset.group, max_turn_tokens=preset.max_turn_tokens,
-                                  max_response_tokens=preset.max_response_tokens, max_batch_rows=preset.max_batch_rows,
-                                  **backend.get("rollout", {})),
-            optim=OptimConfig(lr=preset.lr, cold_start_steps=cold_start_steps, gradient_checkpointing=preset.gradient_checkpointing))
+        learner_config = partial(train_config, preset, steps, seed, out, backend or {}, max(1, (threads or physical_cores()) // preset.workers))
+    else:
+        learner_config = config
 
     t0 = time.perf_counter()
     if start is not None:
@@ -251,7 +268,7 @@ def _run_seed(preset: Preset, learners: list[str], steps: int, seed: int, out: P
         results = {k: first[k] for k in ("fingerprint", "base", "start") if k in first}
         shown = f"test EM {results['start']['eval']['eval/em']:.3f}" if "eval" in results["start"] else "evaluated by the run that made it"
         print(f"[start policy] shared: {start_dir} ({shown})", flush=True)
-        return _train_learners(preset, learners, results, start_dir, config, hotpotqa, t0)
+        return _train_learners(preset, learners, results, start_dir, learner_config, hotpotqa, t0)
     starter = _load(Trainer, config("grpo", preset.model, "cold_start", cold_start_steps=preset.cold_start_steps), "base policy",
                     preset.model)
     fingerprint = trainer_eval_fingerprint(starter)  # every policy of this seed is evaluated on this env
@@ -278,49 +295,97 @@ def _run_seed(preset: Preset, learners: list[str], steps: int, seed: int, out: P
         results["start"]["hotpotqa"] = start_hotpotqa
         print(f"[start policy] HotpotQA: EM {start_hotpotqa['hotpotqa/em']:.3f}, F1 {start_hotpotqa['hotpotqa/f1']:.3f}", flush=True)
     results["start"]["model"] = str(start_dir)
-    return _train_learners(preset, learners, results, start_dir, config, hotpotqa, t0)
+    return _train_learners(preset, learners, results, start_dir, learner_config, hotpotqa, t0)
 
 
 def _train_learners(preset: Preset, learners: list[str], results: dict, start_dir: Path, config, hotpotqa: str | None,
                     t0: float) -> dict:
-    """Each learner trained from `start_dir` and evaluated, into `results`."""
-    from agents.train.trainer import Trainer
-
+    """Each learner trained from `start_dir` and evaluated, into `results`: one after another, or with
+    `Preset.workers` > 1 side by side in that many processes (longest first: COSEARCH trains two models)."""
     start_em = f"{results['start']['eval']['eval/em']:.3f}" if "eval" in results["start"] else "(start not evaluated here)"
+    jobs = {learner: partial(learner_result, config(learner, str(start_dir), learner), learner, preset.eval_samples, hotpotqa,
+                             results.get("fingerprint")) for learner in learners}
+    workers = min(preset.workers, len(learners))
+    if workers > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        threads = jobs[learners[0]].args[0].threads
+        print(f"\n{len(learners)} learners in {workers} processes side by side, {threads or 'the default'} thread(s) each; "
+              "their progress lines interleave", flush=True)
+        # spawn, not fork: the parent holds torch's thread pools and numba's state, which a fork would copy.
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_start) as pool:
+            futures = {name: pool.submit(jobs[name]) for name in sorted(learners, key=lambda n: n != "cosearch")}
+            done = {name: futures[name].result() for name in learners}
+    else:
+        done = {}
+        for learner in learners:
+            done[learner] = jobs[learner]()
+            gc.collect()  # the trainer's reference cycles go now, not beside the next learner's trainer
     for learner in learners:
-        t = time.perf_counter()
-        print(f"\n[{learner}] {WHAT_DIFFERS[learner]}", flush=True)
-        trainer = _load(Trainer, config(learner, str(start_dir), learner), learner, "the cold-started policy")
-        fingerprint = trainer_eval_fingerprint(trainer)
+        entry, fingerprint = done[learner]
         if "fingerprint" not in results:
             # A run from --start-model: its eval env, as the first learner builds it (with a learner that asks the env
             # for more, e.g. COSEARCH's ranker, it differs from the start's and --merge refuses to pair them).
             results["fingerprint"] = fingerprint
-        elif fingerprint != results["fingerprint"]:
-            differ = sorted(k for k in {**fingerprint, **results["fingerprint"]} if fingerprint.get(k) != results["fingerprint"].get(k))
-            trainer.close()
+        history, signals, final = entry["history"], entry["signals"], entry["eval"]
+        print(f"[{learner}] train reward {history[0]['rollout/reward']:.3f} -> {history[-1]['rollout/reward']:.3f}; test EM "
+              f"{start_em} -> {final['eval/em']:.3f}; signals (mean over steps): "
+              + ", ".join(f"{SIGNALS[k]} {v:.2f}" for k, v in signals.items()), flush=True)
+        if "hotpotqa" in entry:
+            print(f"[{learner}] HotpotQA: EM {entry['hotpotqa']['hotpotqa/em']:.3f}, F1 {entry['hotpotqa']['hotpotqa/f1']:.3f}", flush=True)
+        results[learner] = entry
+    results["minutes"] = (time.perf_counter() - t0) / 60
+    return results
+
+
+def fingerprint_differences(got: dict, expected: dict, own_options: set[str] = frozenset()) -> list[str]:
+    """The fingerprint keys in which a learner's evaluation env differs from its start policy's, the env
+    options the learner asks for itself aside (its judge, its entity matching, COSEARCH's ranker: part of
+    what it trains, not of the world or the questions)."""
+    def flat(fp: dict) -> dict:
+        out = {k: v for k, v in fp.items() if k != "make"}
+        out.update({f"make.{k}": v for k, v in fp.get("make", {}).items() if k not in own_options})
+        return out
+
+    a, b = flat(got), flat(expected)
+    return sorted(k for k in {**a, **b} if a.get(k) != b.get(k))
+
+
+def _worker_start() -> None:
+    """A learner's process: progress as whole lines (two bars redrawn in place on one terminal garble)."""
+    import benchmarks.progress as progress
+    from transformers.utils import logging as hf_logging
+
+    progress.LINES = True
+    hf_logging.disable_progress_bar()
+
+
+def learner_result(config: TrainConfig, learner: str, eval_samples: int, hotpotqa: str | None,
+                   fingerprint: dict | None = None) -> tuple[dict, dict]:
+    """One learner trained by `config` and evaluated: its results entry, and its evaluation env's fingerprint
+    (checked against `fingerprint`, the start policy's, before training when given)."""
+    from agents.train.trainer import Trainer
+
+    t = time.perf_counter()
+    print(f"\n[{learner}] {WHAT_DIFFERS[learner]}", flush=True)
+    trainer = _load(Trainer, config, learner, "the cold-started policy")
+    try:
+        own = trainer_eval_fingerprint(trainer)
+        differ = fingerprint_differences(own, fingerprint, set(trainer.learner_env_options())) if fingerprint is not None else []
+        if differ:
             raise ConfigError(f"[{learner}] is evaluated on another env than its start policy was ({', '.join(differ)} differ); "
                               "the two cannot be paired")
         history = _train(trainer, learner)
-        final, final_em = _evaluate(trainer, learner, preset.eval_samples)
-        final_hotpotqa = hotpotqa_eval(trainer, hotpotqa, preset.eval_questions) if hotpotqa else None
+        final, final_em = _evaluate(trainer, learner, eval_samples)
+        final_hotpotqa = hotpotqa_eval(trainer, hotpotqa, config.eval_questions) if hotpotqa else None
+    finally:
         trainer.close()
-        # Collected now, not at some later cycle collection: a trainer holds models, optimizer states and kept
-        # KV rows in reference cycles, and the next learner's trainer must not be built beside it.
-        del trainer
-        gc.collect()
-        last = history[-1]
-        signals = mean_signals(history)
-        print(f"[{learner}] train reward {history[0]['rollout/reward']:.3f} -> {last['rollout/reward']:.3f}; test EM "
-              f"{start_em} -> {final['eval/em']:.3f}; signals (mean over steps): "
-              + ", ".join(f"{SIGNALS[k]} {v:.2f}" for k, v in signals.items()), flush=True)
-        results[learner] = {"eval": final, "eval_em": final_em, "history": history, "signals": signals,
-                            "minutes": (time.perf_counter() - t) / 60}
-        if final_hotpotqa:
-            results[learner]["hotpotqa"] = final_hotpotqa
-            print(f"[{learner}] HotpotQA: EM {final_hotpotqa['hotpotqa/em']:.3f}, F1 {final_hotpotqa['hotpotqa/f1']:.3f}", flush=True)
-    results["minutes"] = (time.perf_counter() - t0) / 60
-    return results
+    entry = {"eval": final, "eval_em": final_em, "history": history, "signals": mean_signals(history),
+             "minutes": (time.perf_counter() - t) / 60}
+    if final_hotpotqa:
+        entry["hotpotqa"] = final_hotpotqa
+    return entry, own
 
 
 def mean_signals(history: list[dict[str, float]]) -> dict[str, float]:
@@ -515,6 +580,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--group", type=int, help="override the preset's rollouts per question (G)")
     p.add_argument("--threads", type=int, help="torch/BLAS threads (TrainConfig.threads; default: the physical cores). On a machine "
                    "that other jobs share, 1 thread can be several times faster than 2")
+    p.add_argument("--workers", type=int, help="override the preset's learner processes side by side (Preset.workers)")
     p.add_argument("--eval-samples", type=int, help="override the preset's Avg@k samples per test question (0: greedy only)")
     p.add_argument("--out", default="results/learners")
     p.add_argument("--hotpotqa", metavar="FILE", help="also evaluate the start and final policies on this HotpotQA file's first questions")
@@ -543,7 +609,8 @@ def main(argv: list[str] | None = None) -> int:
     hf_logging.disable_progress_bar()
     preset = PRESETS[args.preset]
     overrides = {k: v for k, v in (("eval_questions", args.eval_questions), ("eval_samples", args.eval_samples), ("lr", args.lr),
-                                   ("questions", args.questions), ("group", args.group)) if v is not None}
+                                   ("questions", args.questions), ("group", args.group),
+                                   ("workers", args.workers)) if v is not None}
     preset = replace(preset, **overrides)
     args.learners = args.learners or list(preset.learners or WHAT_DIFFERS)
     args.seeds = args.seeds or list(preset.seeds)

@@ -25,6 +25,11 @@ from typing import Any, TextIO
 from tqdm import tqdm
 
 
+LINES: bool | None = None
+"""The default of `phase(lines=...)` for this process: None writes lines when stderr is not a terminal.
+Processes that share one terminal (learners trained side by side) set True."""
+
+
 class _Discard:
     """A file that drops what tqdm draws: in line mode the beat thread writes the lines itself."""
 
@@ -48,7 +53,7 @@ def phase(what: str, total: int | None = None, unit: str = "it", *, every: float
         raise ValueError(f"every must be > 0 seconds, got {every}")
     out = file if file is not None else sys.stderr
     if lines is None:
-        lines = not (hasattr(out, "isatty") and out.isatty())
+        lines = LINES if LINES is not None else not (hasattr(out, "isatty") and out.isatty())
     # smoothing=0: rate and ETA from the average over the whole phase; its steps are few and uneven.
     # Without a total there is no ETA to give, and a count of 0 says nothing: the elapsed time only.
     elapsed_only = "{desc}: {elapsed} elapsed" if total is None else None

@@ -168,3 +168,37 @@ def test_seeds_run_apart_from_a_shared_start_merge_into_one_check(tmp_path, monk
                        "--out", str(tmp_path / "d")])
     with pytest.raises(ConfigError, match="give both"):
         learners.main([*run, "--seeds", "3", "--start-results", str(tmp_path / "a" / "results.json"), "--out", str(tmp_path / "d")])
+
+
+@pytest.mark.slow
+def test_learners_side_by_side_in_processes_match_one_after_another(tmp_path):
+    """Two learner processes (one thread each) give what one process gives training them in turn: a learner's
+    result does not depend on which learner ran before it, or where."""
+    run = ["--preset", "tiny", "--learners", "grpo", "e-grpo", "--threads", "1"]
+    assert learners.main([*run, "--workers", "1", "--out", str(tmp_path / "one")]) == 0
+    assert learners.main([*run, "--workers", "2", "--out", str(tmp_path / "two")]) == 0
+    one, two = (json.loads((tmp_path / d / "results.json").read_text())["results"]["0"] for d in ("one", "two"))
+    assert one["fingerprint"] == two["fingerprint"]
+    for name in ("grpo", "e-grpo"):
+        assert one[name]["eval_em"] == two[name]["eval_em"]
+        for a, b in zip(one[name]["history"], two[name]["history"], strict=True):
+            assert a["rollout/sampled_tokens"] == b["rollout/sampled_tokens"]
+            assert a["loss/grad_norm"] == pytest.approx(b["loss/grad_norm"], rel=1e-5, abs=1e-7)
+
+
+def test_workers_must_be_positive():
+    from dataclasses import replace
+
+    from searchgym.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="workers"):
+        replace(learners.PRESETS["tiny"], workers=0)
+
+
+def test_fingerprint_differences_leave_the_learners_own_options_aside():
+    start = {"env_id": "SearchQA-Synthetic-v0", "make": {"hops": [2], "split": "test"}, "eval_questions": 200}
+    cosearch = {**start, "make": {**start["make"], "ranker": "model", "judge": "gold"}}
+    assert learners.fingerprint_differences(cosearch, start, {"ranker", "judge"}) == []
+    assert learners.fingerprint_differences(cosearch, start) == ["make.judge", "make.ranker"]
+    other = {**cosearch, "make": {**cosearch["make"], "hops": [1]}, "eval_questions": 20}
+    assert learners.fingerprint_differences(other, start, {"ranker", "judge"}) == ["eval_questions", "make.hops"]
