@@ -321,7 +321,6 @@ def _train_learners(preset: Preset, learners: list[str], results: dict, start_di
         done = {}
         for learner in learners:
             done[learner] = jobs[learner]()
-            gc.collect()  # the trainer's reference cycles go now, not beside the next learner's trainer
     for learner in learners:
         entry, fingerprint = done[learner]
         if "fingerprint" not in results:
@@ -381,6 +380,10 @@ def learner_result(config: TrainConfig, learner: str, eval_samples: int, hotpotq
         final_hotpotqa = hotpotqa_eval(trainer, hotpotqa, config.eval_questions) if hotpotqa else None
     finally:
         trainer.close()
+    # Collected now, not at some later cycle collection: a trainer holds models, optimizer states and kept KV rows
+    # in reference cycles, and the next learner's trainer (in this process) must not be built beside it.
+    del trainer
+    gc.collect()
     entry = {"eval": final, "eval_em": final_em, "history": history, "signals": mean_signals(history),
              "minutes": (time.perf_counter() - t) / 60}
     if final_hotpotqa:
