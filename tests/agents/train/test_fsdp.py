@@ -1,0 +1,246 @@
+"""Sharded updates (FSDP2) on CPU over gloo with 2 processes and a tiny model built from a config.
+
+- One update on fixed trajectories: the 2-process sharded weights equal a single process's update on the
+  whole batch; the gathered whole weights equal the in-process rollout replica and the streamed model
+  folder; the sharded checkpoint exported by `agents.train.export` loads with `from_pretrained` and gives
+  the same logits.
+- A 2-process training run SIGKILLed after its first checkpoint resumes to the same metrics, weights and
+  optimizer state as an uninterrupted run.
+- Bad settings are ConfigErrors before any process group work.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from agents.learners.batch import LearnerBatch
+from agents.train import TrainConfig
+from agents.train.checkpoint import CheckpointError, list_checkpoints
+from agents.train.distributed import shard
+from agents.train.export import export_checkpoint, load_sharded_model, main as export_main
+from agents.train.trainer import Trainer
+from searchgym.errors import ConfigError
+from tests.agents.train.test_distributed import _free_port, _Row, _write_batch, synthetic_targets, tiny_config, weights
+
+ROOT = Path(__file__).resolve().parents[3]
+LR = 1e-4
+"""Small enough that Adam's first step (about lr * g / (|g| + eps)) moves a weight by less than the atol for
+gradient entries whose sign is float noise."""
+
+
+def _torchrun() -> str:
+    launcher = shutil.which("torchrun", path=os.path.dirname(sys.executable)) or shutil.which("torchrun")
+    if launcher is None:
+        pytest.skip("torchrun is not installed here")
+    return launcher
+
+
+def _env() -> dict[str, str]:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT), "TOKENIZERS_PARALLELISM": "false", "NUMBA_DISABLE_JIT": "1"}
+    env.pop("WORLD_SIZE", None)
+    return env
+
+
+def _launch(args: list[str], **popen) -> subprocess.Popen:
+    cmd = [_torchrun(), "--nproc_per_node", "2", "--master_addr", "127.0.0.1", "--master_port", str(_free_port()), *args]
+    # A session of its own: a SIGKILL to the group reaches torchrun and both ranks.
+    return subprocess.Popen(cmd, cwd=ROOT, env=_env(), start_new_session=True, **popen)
+
+
+def _finish(proc: subprocess.Popen, log: Path, timeout_s: float = 150) -> None:
+    try:
+        code = proc.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        pytest.fail(f"the 2-process run did not finish in {timeout_s:g} s: {log.read_text(errors='replace')[-3000:]}")
+    text = log.read_text(errors="replace")
+    if code != 0 and "Errno 97" in text:
+        pytest.skip("torch.distributed cannot open a gloo socket here")
+    assert code == 0, text[-4000:]
+
+
+def test_bad_sharding_settings_are_config_errors(tmp_path):
+    with pytest.raises(ConfigError, match="--distributed"):
+        tiny_config(tmp_path, sharding="fsdp2")
+    with pytest.raises(ConfigError, match="cosearch"):
+        tiny_config(tmp_path, learner="cosearch", distributed=True, sharding="fsdp2")
+    with pytest.raises(ConfigError, match="lora"):
+        tiny_config(tmp_path, distributed=True, sharding="fsdp2", lora=True)
+    with pytest.raises(ConfigError, match="cpu_offload"):
+        tiny_config(tmp_path, distributed=True, sharding="fsdp2", cpu_offload=True)
+    with pytest.raises(ConfigError, match="sharding must be one of"):
+        tiny_config(tmp_path, distributed=True, sharding="zero3")
+    with pytest.raises(ConfigError, match="weight_sync='disk'"):
+        tiny_config(tmp_path, distributed=True, sharding="fsdp2", rollout_backend="sglang", sglang_urls=("http://127.0.0.1:1",),
+                    weight_sync="tensors")
+    # One process (an Accelerator without a process group): nothing to shard.
+    with pytest.raises(ConfigError, match="at least 2 processes"):
+        Trainer(tiny_config(tmp_path / "one", distributed=True, sharding="fsdp2"))
+
+
+def test_export_refuses_a_whole_weights_checkpoint(tmp_path, capsys):
+    trainer = Trainer(tiny_config(tmp_path / "run", steps=1))
+    try:
+        trainer.run()
+    finally:
+        trainer.close()
+    (checkpoint,) = list_checkpoints(tmp_path / "run" / "checkpoints")[-1:]
+    with pytest.raises(CheckpointError, match="not a sharded checkpoint"):
+        export_checkpoint(checkpoint, tmp_path / "out")
+    assert export_main([str(checkpoint), str(tmp_path / "out")]) == 2
+    assert "not a sharded checkpoint" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_two_sharded_processes_update_like_one_and_export_whole_weights(tmp_path):
+    ref = Trainer(tiny_config(tmp_path / "ref", steps=1, questions_per_step=4, lr=LR))
+    try:
+        initial = weights(ref.model)
+        trajectories = ref.rollout_share([0, 1, 2, 3], 0)
+        targets = synthetic_targets(trajectories)
+        # Rank 1's share loses two more trajectories: it runs one micro-batch to rank 0's two.
+        targets = LearnerBatch(advantages=targets.advantages, include=[keep and i < 6 for i, keep in enumerate(targets.include)],
+                               rewards=targets.rewards)
+        _write_batch(tmp_path / "batch.pt", trajectories, targets)
+        stats, norm = ref.update(trajectories, targets)
+        expected = weights(ref.model)
+    finally:
+        ref.close()
+    assert max(float((expected[k] - initial[k]).abs().max()) for k in expected) > LR / 2  # the update moved the weights
+
+    log = tmp_path / "workers.log"
+    with open(log, "wb") as out:
+        proc = _launch(["-m", "tests.agents.train.test_fsdp", "update", str(tmp_path)], stdout=out, stderr=subprocess.STDOUT)
+    _finish(proc, log)
+
+    reports = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    for r in reports:
+        assert r["loss_tokens"] == stats.loss_tokens
+        assert r["loss"] == pytest.approx(stats.loss, rel=1e-5, abs=1e-7)
+        assert r["grad_norm"] == pytest.approx(float(norm), rel=1e-5)
+    gathered = torch.load(tmp_path / "gathered.pt", weights_only=True)
+    replicas = [torch.load(tmp_path / f"replica-rank{r}.pt", weights_only=True) for r in (0, 1)]
+    # `weights` lists a tied weight under both names; the gather lists it once.
+    assert set(gathered) <= set(expected) and set(expected) - set(gathered) <= {"lm_head.weight"}
+    for k in gathered:
+        torch.testing.assert_close(gathered[k], expected[k], rtol=1e-5, atol=1e-6, msg=k)
+        for replica in replicas:
+            assert torch.equal(replica[k], gathered[k]), k  # the rollout replica holds exactly the gathered weights
+
+    # The streamed model folder and the exported checkpoint load as plain models with the gathered weights.
+    from transformers import AutoModelForCausalLM
+
+    streamed = AutoModelForCausalLM.from_pretrained(tmp_path / "streamed")
+    (checkpoint,) = list_checkpoints(tmp_path / "run" / "checkpoints")
+    exported = AutoModelForCausalLM.from_pretrained(export_checkpoint(checkpoint, tmp_path / "exported"))
+    for model in (streamed, exported):
+        state = model.state_dict()
+        assert all(torch.equal(state[k], gathered[k]) for k in gathered)
+    plain, _ = load_sharded_model(checkpoint)
+    ids = torch.tensor([[5, 17, 42, 99, 7, 3]])
+    with torch.no_grad():
+        logits = [m(input_ids=ids).logits for m in (plain, streamed, exported)]
+    assert torch.equal(logits[0], logits[1]) and torch.equal(logits[0], logits[2])
+
+
+def _update_worker(folder: Path) -> None:
+    """One rank of the update test: half of the fixed batch, one sharded update, the whole weights out."""
+    trainer = Trainer(tiny_config(folder / "run", steps=1, questions_per_step=4, lr=LR, distributed=True, sharding="fsdp2"))
+    try:
+        assert trainer.world == 2 and trainer.sharded is not None
+        batch = torch.load(folder / "batch.pt", weights_only=True)
+        rows = shard(list(range(len(batch["token_ids"]))), trainer.rank, trainer.world)
+        mine = [_Row(batch["token_ids"][i], batch["loss_mask"][i], batch["logprobs"][i]) for i in rows]
+        targets = LearnerBatch(advantages=[batch["advantages"][i] for i in rows], include=[batch["include"][i] for i in rows],
+                               rewards=[0.0] * len(rows))
+        stats, norm = trainer.update(mine, targets)
+        trainer.sync_weights()
+        gathered = {name: t for bucket in trainer.sharded.full_tensors(bucket_bytes=4096) for name, t in bucket}
+        trainer.sharded.save_pretrained_streamed(folder / "streamed", trainer.tokenizer, write=trainer.is_main, bucket_bytes=4096)
+        trainer.step = 1
+        trainer.save()
+        torch.save(weights(trainer.model), folder / f"replica-rank{trainer.rank}.pt")
+        if trainer.is_main:
+            torch.save(gathered, folder / "gathered.pt")
+        report = {"loss": stats.loss, "loss_tokens": stats.loss_tokens, "grad_norm": float(norm)}
+        (folder / f"rank{trainer.rank}.json").write_text(json.dumps(report))
+    finally:
+        trainer.close()
+
+
+# -- kill -9 and resume -------------------------------------------------------------------------------------
+
+STEPS = 3
+
+
+def _train(out_dir: Path) -> subprocess.Popen:
+    from tests.reliability.test_kill_resume import TRAIN_ARGS
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    log = open(out_dir.parent / f"{out_dir.name}.log", "ab")  # noqa: SIM115 - closed with the process
+    proc = _launch(["-m", "agents", "train", "--distributed", "--sharding", "fsdp2", *TRAIN_ARGS, "--steps", str(STEPS),
+                    "--out-dir", str(out_dir)], stdout=log, stderr=subprocess.STDOUT)
+    proc.log = log  # type: ignore[attr-defined]
+    return proc
+
+
+def _done(proc: subprocess.Popen, out_dir: Path) -> None:
+    try:
+        _finish(proc, out_dir.parent / f"{out_dir.name}.log", timeout_s=240)
+    finally:
+        proc.log.close()  # type: ignore[attr-defined]
+
+
+def _final_state(out_dir: Path) -> dict:
+    """Model and optimizer state of the last checkpoint, whole, read in this process."""
+    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+
+    last = out_dir / "checkpoints" / f"step-{STEPS:06d}"
+    dcp_to_torch_save(last / "policy.dcp", out_dir / "final.pt")
+    return torch.load(out_dir / "final.pt", weights_only=False)
+
+
+@pytest.mark.slow
+def test_sigkilled_sharded_run_resumes_to_the_same_metrics_and_weights(tmp_path):
+    from tests.reliability.test_kill_resume import assert_same_state, checkpoint_steps, metrics_rows, temp_folders
+
+    straight_dir, killed_dir = tmp_path / "straight", tmp_path / "killed"
+    straight = _train(straight_dir)
+    killed = _train(killed_dir)
+    started = time.monotonic()
+    # Killed once its first RL checkpoint exists: in step 2, its save, or the step after.
+    while killed.poll() is None and 1 not in checkpoint_steps(killed_dir) and time.monotonic() - started < 240:
+        time.sleep(0.01)
+    landed = killed.poll() is None
+    if landed:
+        os.killpg(killed.pid, signal.SIGKILL)  # torchrun and both ranks: the group this test started
+    killed.wait(30)
+    killed.log.close()  # type: ignore[attr-defined]
+    assert landed, (killed_dir.parent / "killed.log").read_text(errors="replace")[-3000:]
+    assert checkpoint_steps(killed_dir)[-1] < STEPS
+    _done(_train(killed_dir), killed_dir)
+    _done(straight, straight_dir)
+
+    assert not temp_folders(killed_dir)
+    assert checkpoint_steps(killed_dir) == checkpoint_steps(straight_dir) == [STEPS - 1, STEPS]
+    expected, got = metrics_rows(straight_dir), metrics_rows(killed_dir)
+    assert [r["step"] for r in expected] == list(range(STEPS + 1))  # the cold start's line, then one per step
+    assert got == expected
+    assert all(r["loss/grad_norm"] > 0 for r in expected[1:])  # every step moved the weights
+    assert_same_state(_final_state(killed_dir), _final_state(straight_dir))
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "update":
+        _update_worker(Path(sys.argv[2]))
