@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import signal
+import re
 import subprocess
 import sys
 import time
@@ -38,36 +37,45 @@ LR = 1e-4
 gradient entries whose sign is float noise."""
 
 
-def _torchrun() -> str:
-    launcher = shutil.which("torchrun", path=os.path.dirname(sys.executable)) or shutil.which("torchrun")
-    if launcher is None:
-        pytest.skip("torchrun is not installed here")
-    return launcher
+class Ranks:
+    """The 2 ranks of a run, started as torchrun would start them (RANK, WORLD_SIZE, MASTER_ADDR/PORT), but
+    directly: torchrun puts its workers in sessions of their own, so a SIGKILL to it leaves them running,
+    while these pids are the ranks themselves."""
 
+    def __init__(self, args: list[str], log: Path):
+        port = str(_free_port())
+        self.log_path = log
+        self.log = open(log, "ab")  # noqa: SIM115 - closed in wait/kill
+        self.procs = []
+        for rank in (0, 1):
+            env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT), "TOKENIZERS_PARALLELISM": "false", "NUMBA_DISABLE_JIT": "1",
+                   "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2",
+                   "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port}
+            self.procs.append(subprocess.Popen([sys.executable, *args], cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT))
 
-def _env() -> dict[str, str]:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT), "TOKENIZERS_PARALLELISM": "false", "NUMBA_DISABLE_JIT": "1"}
-    env.pop("WORLD_SIZE", None)
-    return env
+    def running(self) -> bool:
+        return any(p.poll() is None for p in self.procs)
 
+    def kill(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()  # SIGKILL, to a rank this test started
+        for p in self.procs:
+            p.wait(30)
+        self.log.close()
 
-def _launch(args: list[str], **popen) -> subprocess.Popen:
-    cmd = [_torchrun(), "--nproc_per_node", "2", "--master_addr", "127.0.0.1", "--master_port", str(_free_port()), *args]
-    # A session of its own: a SIGKILL to the group reaches torchrun and both ranks.
-    return subprocess.Popen(cmd, cwd=ROOT, env=_env(), start_new_session=True, **popen)
-
-
-def _finish(proc: subprocess.Popen, log: Path, timeout_s: float = 150) -> None:
-    try:
-        code = proc.wait(timeout_s)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        pytest.fail(f"the 2-process run did not finish in {timeout_s:g} s: {log.read_text(errors='replace')[-3000:]}")
-    text = log.read_text(errors="replace")
-    if code != 0 and "Errno 97" in text:
-        pytest.skip("torch.distributed cannot open a gloo socket here")
-    assert code == 0, text[-4000:]
+    def wait(self, timeout_s: float = 150) -> None:
+        deadline = time.monotonic() + timeout_s
+        try:
+            codes = [p.wait(max(1.0, deadline - time.monotonic())) for p in self.procs]
+        except subprocess.TimeoutExpired:
+            self.kill()
+            pytest.fail(f"the 2-process run did not finish in {timeout_s:g} s: {self.log_path.read_text(errors='replace')[-3000:]}")
+        self.log.close()
+        text = self.log_path.read_text(errors="replace")
+        if any(codes) and "Errno 97" in text:
+            pytest.skip("torch.distributed cannot open a gloo socket here")
+        assert codes == [0, 0], text[-4000:]
 
 
 def test_bad_sharding_settings_are_config_errors(tmp_path):
@@ -119,10 +127,7 @@ def test_two_sharded_processes_update_like_one_and_export_whole_weights(tmp_path
         ref.close()
     assert max(float((expected[k] - initial[k]).abs().max()) for k in expected) > LR / 2  # the update moved the weights
 
-    log = tmp_path / "workers.log"
-    with open(log, "wb") as out:
-        proc = _launch(["-m", "tests.agents.train.test_fsdp", "update", str(tmp_path)], stdout=out, stderr=subprocess.STDOUT)
-    _finish(proc, log)
+    Ranks(["-m", "tests.agents.train.test_fsdp", "update", str(tmp_path)], tmp_path / "workers.log").wait()
 
     reports = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
     for r in reports:
@@ -184,22 +189,12 @@ def _update_worker(folder: Path) -> None:
 STEPS = 3
 
 
-def _train(out_dir: Path) -> subprocess.Popen:
+def _train(out_dir: Path) -> Ranks:
     from tests.reliability.test_kill_resume import TRAIN_ARGS
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    log = open(out_dir.parent / f"{out_dir.name}.log", "ab")  # noqa: SIM115 - closed with the process
-    proc = _launch(["-m", "agents", "train", "--distributed", "--sharding", "fsdp2", *TRAIN_ARGS, "--steps", str(STEPS),
-                    "--out-dir", str(out_dir)], stdout=log, stderr=subprocess.STDOUT)
-    proc.log = log  # type: ignore[attr-defined]
-    return proc
-
-
-def _done(proc: subprocess.Popen, out_dir: Path) -> None:
-    try:
-        _finish(proc, out_dir.parent / f"{out_dir.name}.log", timeout_s=240)
-    finally:
-        proc.log.close()  # type: ignore[attr-defined]
+    return Ranks(["-m", "agents", "train", "--distributed", "--sharding", "fsdp2", *TRAIN_ARGS, "--steps", str(STEPS), "--out-dir", str(out_dir)],
+                 out_dir.parent / f"{out_dir.name}.log")
 
 
 def _final_state(out_dir: Path) -> dict:
@@ -220,17 +215,15 @@ def test_sigkilled_sharded_run_resumes_to_the_same_metrics_and_weights(tmp_path)
     killed = _train(killed_dir)
     started = time.monotonic()
     # Killed once its first RL checkpoint exists: in step 2, its save, or the step after.
-    while killed.poll() is None and 1 not in checkpoint_steps(killed_dir) and time.monotonic() - started < 240:
+    while killed.running() and 1 not in checkpoint_steps(killed_dir) and time.monotonic() - started < 240:
         time.sleep(0.01)
-    landed = killed.poll() is None
-    if landed:
-        os.killpg(killed.pid, signal.SIGKILL)  # torchrun and both ranks: the group this test started
-    killed.wait(30)
-    killed.log.close()  # type: ignore[attr-defined]
-    assert landed, (killed_dir.parent / "killed.log").read_text(errors="replace")[-3000:]
+    landed = killed.running()
+    killed.kill()
+    assert landed, killed.log_path.read_text(errors="replace")[-3000:]
     assert checkpoint_steps(killed_dir)[-1] < STEPS
-    _done(_train(killed_dir), killed_dir)
-    _done(straight, straight_dir)
+    _train(killed_dir).wait(240)
+    straight.wait(240)
+    assert re.search(r"resumed from \S+step-00000[12] ", killed.log_path.read_text(errors="replace"))  # mid-run, not after the end
 
     assert not temp_folders(killed_dir)
     assert checkpoint_steps(killed_dir) == checkpoint_steps(straight_dir) == [STEPS - 1, STEPS]
