@@ -1,7 +1,7 @@
 """Sharded updates (FSDP2) on CPU over gloo with 2 processes and a tiny model built from a config.
 
-- One update on fixed trajectories: the 2-process sharded weights equal a single process's update on the
-  whole batch; the gathered whole weights equal the in-process rollout replica and the streamed model
+- One update on fixed trajectories: the 2-process sharded weights (with activation checkpointing) equal a
+  single process's update on the whole batch; the gathered whole weights equal the in-process rollout replica and the streamed model
   folder; the sharded checkpoint exported by `agents.train.export` loads with `from_pretrained` and gives
   the same logits.
 - A 2-process training run SIGKILLed after its first checkpoint resumes to the same metrics, weights and
@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -108,6 +109,12 @@ def test_export_refuses_a_whole_weights_checkpoint(tmp_path, capsys):
         export_checkpoint(checkpoint, tmp_path / "out")
     assert export_main([str(checkpoint), str(tmp_path / "out")]) == 2
     assert "not a sharded checkpoint" in capsys.readouterr().err
+    # A sharded checkpoint (the DCP folder marks it) is refused by a run without sharding, saying why.
+    fake = tmp_path / "sharded" / "checkpoints" / checkpoint.name
+    shutil.copytree(checkpoint, fake)
+    (fake / "policy.dcp").mkdir()
+    with pytest.raises(CheckpointError, match="holds FSDP2 shards"):
+        Trainer(tiny_config(tmp_path / "sharded", steps=1))
 
 
 @pytest.mark.slow
@@ -161,7 +168,9 @@ def test_two_sharded_processes_update_like_one_and_export_whole_weights(tmp_path
 
 def _update_worker(folder: Path) -> None:
     """One rank of the update test: half of the fixed batch, one sharded update, the whole weights out."""
-    trainer = Trainer(tiny_config(folder / "run", steps=1, questions_per_step=4, lr=LR, distributed=True, sharding="fsdp2"))
+    # With activation checkpointing (the single-process reference runs without it): the same gradient.
+    trainer = Trainer(tiny_config(folder / "run", steps=1, questions_per_step=4, lr=LR, distributed=True, sharding="fsdp2",
+                                  gradient_checkpointing=True))
     try:
         assert trainer.world == 2 and trainer.sharded is not None
         batch = torch.load(folder / "batch.pt", weights_only=True)
