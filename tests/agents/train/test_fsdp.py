@@ -243,6 +243,29 @@ def test_sigkilled_sharded_run_resumes_to_the_same_metrics_and_weights(tmp_path)
     assert_same_state(_final_state(killed_dir), _final_state(straight_dir))
 
 
+@pytest.mark.slow
+def test_sharded_run_pushes_whole_weights_to_a_loopback_sglang_server(tmp_path):
+    from tests.agents.train.test_trainer_sglang import fake_server, same_weights, weights as server_weights
+    from tests.reliability.test_kill_resume import TRAIN_ARGS
+
+    out = tmp_path / "run"
+    with fake_server() as fake:
+        start = server_weights(fake.policy.model)
+        Ranks(["-m", "agents", "train", "--distributed", "--sharding", "fsdp2", *TRAIN_ARGS, "--steps", "1", "--out-dir", str(out),
+               "--rollout.backend", "sglang", "--rollout.sglang-urls", fake.url, "--rollout.weight-sync", "disk"],
+              tmp_path / "run.log").wait()
+        pushed = server_weights(fake.policy.model)
+        loads = [body for _, path, body in fake.calls if path == "/update_weights_from_disk"]
+        generated = sum(path == "/generate" for _, path, _ in fake.calls)
+    # Rank 0 alone asked the server to load: at the start, after the cold start and after the step.
+    assert [b["weight_version"] for b in loads] == ["1", "2", "3"] and fake.weight_version == "3"
+    assert generated >= 4  # both ranks' rollouts (2 questions x G=2) were sampled there
+    (checkpoint,) = list_checkpoints(out / "checkpoints")
+    final, _ = load_sharded_model(checkpoint)
+    assert not same_weights(start, pushed)
+    assert same_weights(pushed, server_weights(final))  # the last push is the trained weights, tied ones included
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "update":
         _update_worker(Path(sys.argv[2]))
