@@ -106,6 +106,8 @@ class ShardedModel:
                 # PREMUL_SUM, which gloo lacks (NCCL has it, and SUM costs it nothing).
                 module.set_force_sum_reduction_for_comms(True)
         self.lm = lm
+        logger.info("sharded %s over %d ranks with FSDP2: %d decoder layers and the root, compute in %s%s", type(lm).__name__,
+                    self.world, len(layers), str(self.compute_dtype).removeprefix("torch."), ", CPU offload" if cpu_offload else "")
 
     def parameters(self) -> list[torch.nn.Parameter]:
         return [p for p in self.root.parameters() if p.requires_grad]
@@ -145,9 +147,10 @@ class ShardedModel:
 
     # -- whole weights --------------------------------------------------------------------------------------
 
-    def full_tensors(self, bucket_bytes: int = BUCKET_BYTES) -> Iterator[list[tuple[str, torch.Tensor]]]:
+    def full_tensors(self, bucket_bytes: int = BUCKET_BYTES, *, cpu: bool = True) -> Iterator[list[tuple[str, torch.Tensor]]]:
         """The LM's whole weights (its state-dict names, tied weights once, persistent buffers too) in
-        buckets of at most `bucket_bytes` (a larger tensor is a bucket of its own), on the CPU.
+        buckets of at most `bucket_bytes` (a larger tensor is a bucket of its own), on the CPU (or, with
+        `cpu=False`, where the gather leaves them).
 
         A collective: every rank must iterate to the end. Each tensor is gathered when its bucket is filled
         and the caller drops a bucket before the next, so a rank holds its shards plus one bucket."""
@@ -158,7 +161,9 @@ class ShardedModel:
         size = 0
         for name, tensor in names.items():
             whole = tensor.full_tensor() if hasattr(tensor, "full_tensor") else tensor
-            whole = whole.detach().to("cpu", copy=whole.device.type != "cpu")
+            whole = whole.detach()
+            if cpu and whole.device.type != "cpu":
+                whole = whole.to("cpu")
             nbytes = whole.numel() * whole.element_size()
             if bucket and size + nbytes > bucket_bytes:
                 yield bucket
@@ -173,7 +178,8 @@ class ShardedModel:
         params = dict(model.named_parameters())
         params.update(dict(model.named_buffers()))
         with torch.no_grad():
-            for bucket in self.full_tensors(bucket_bytes):
+            # Not through the CPU: the replica lives where the shards do (or on the GPU when they are offloaded).
+            for bucket in self.full_tensors(bucket_bytes, cpu=False):
                 for name, whole in bucket:
                     params[name].copy_(whole)
 

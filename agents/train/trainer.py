@@ -21,7 +21,9 @@ redraws the same questions from the same weights but not the same samples.
 With `distributed=True` the update is data parallel over the processes `accelerate launch` started
 (`agents.train.distributed`): each rank rolls out its share of the step's questions, seeded by (seed,
 step, rank), and the summed gradient equals the single-process one over the same trajectories; rank 0
-alone writes metrics and checkpoints and pushes weights to the SGLang servers, between barriers.
+alone writes metrics and checkpoints and pushes weights to the SGLang servers, between barriers. With
+`sharding="fsdp2"` the model is sharded over the ranks instead (`agents.train.fsdp`): the same gradient,
+every rank writing its shards of each checkpoint and taking part in gathering the weights it pushes.
 """
 
 from __future__ import annotations
