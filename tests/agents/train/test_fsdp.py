@@ -141,7 +141,12 @@ def test_two_sharded_processes_update_like_one_and_export_whole_weights(tmp_path
         assert r["loss_tokens"] == stats.loss_tokens
         assert r["loss"] == pytest.approx(stats.loss, rel=1e-5, abs=1e-7)
         assert r["grad_norm"] == pytest.approx(float(norm), rel=1e-5)
+    # Streamed: no bucket over the limit unless one tensor alone is (the embedding here), every weight once.
+    buckets = reports[0]["buckets"]
+    assert len(buckets) > 2 and all(sum(n for _, n in b) <= 4096 or len(b) == 1 for b in buckets)
+    assert len(list((tmp_path / "streamed").glob("model-*-of-*.safetensors"))) == len(buckets)
     gathered = torch.load(tmp_path / "gathered.pt", weights_only=True)
+    assert sorted(name for b in buckets for name, _ in b) == sorted(gathered)
     replicas = [torch.load(tmp_path / f"replica-rank{r}.pt", weights_only=True) for r in (0, 1)]
     # `weights` lists a tied weight under both names; the gather lists it once.
     assert set(gathered) <= set(expected) and set(expected) - set(gathered) <= {"lm_head.weight"}
@@ -180,6 +185,7 @@ def _update_worker(folder: Path) -> None:
                                rewards=[0.0] * len(rows))
         stats, norm = trainer.update(mine, targets)
         trainer.sync_weights()
+        buckets = [[(name, t.numel() * t.element_size()) for name, t in bucket] for bucket in trainer.sharded.full_tensors(bucket_bytes=4096)]
         gathered = {name: t for bucket in trainer.sharded.full_tensors(bucket_bytes=4096) for name, t in bucket}
         trainer.sharded.save_pretrained_streamed(folder / "streamed", trainer.tokenizer, write=trainer.is_main, bucket_bytes=4096)
         trainer.step = 1
@@ -187,7 +193,7 @@ def _update_worker(folder: Path) -> None:
         torch.save(weights(trainer.model), folder / f"replica-rank{trainer.rank}.pt")
         if trainer.is_main:
             torch.save(gathered, folder / "gathered.pt")
-        report = {"loss": stats.loss, "loss_tokens": stats.loss_tokens, "grad_norm": float(norm)}
+        report = {"loss": stats.loss, "loss_tokens": stats.loss_tokens, "grad_norm": float(norm), "buckets": buckets}
         (folder / f"rank{trainer.rank}.json").write_text(json.dumps(report))
     finally:
         trainer.close()
