@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import warnings
 from pathlib import Path
 
 from agents.train.checkpoint import CheckpointError
@@ -36,7 +37,10 @@ def load_sharded_model(checkpoint: str | Path):
     persistent = set(model.state_dict())
     params.update({f"lm.{name}": b for name, b in model.named_buffers() if name in persistent})
     try:
-        dcp.load({"model": params}, checkpoint_id=str(checkpoint / MODEL_STATE), no_dist=True)
+        with warnings.catch_warnings():
+            # DCP warns that it loads in a single process, which is this tool's point.
+            warnings.filterwarnings("ignore", message="torch.distributed is disabled")
+            dcp.load({"model": params}, checkpoint_id=str(checkpoint / MODEL_STATE), no_dist=True)
     except Exception as e:
         raise CheckpointError(f"cannot read the model shards of {checkpoint}: {type(e).__name__}: {e}") from e
     tokenizer = AutoTokenizer.from_pretrained(checkpoint / "model")
