@@ -23,6 +23,7 @@ from searchgym.threads import check_threads
 
 RolloutBackend = Literal["hf", "sglang"]
 WeightSync = Literal["disk", "tensors"]
+Sharding = Literal["none", "fsdp2"]
 
 
 def _at_least(config: Any, minimum: int, *names: str) -> None:
@@ -188,6 +189,16 @@ class TrainConfig:
     train --distributed ...`; each process rolls out and updates on its share of every step's questions
     (questions_per_step must be divisible by N) and process 0 logs, checkpoints and pushes weights. With one
     process the results equal a run without it. `device` is then `cpu` or `cuda` (each process's own GPU)."""
+    sharding: Sharding = "none"
+    """How a distributed update holds the weights: `none`, a whole replica per process (DDP); `fsdp2`, each
+    decoder layer and the root sharded over the processes with FSDP2 (`agents.train.fsdp`): weights,
+    gradients and optimizer states take 1/N of the memory each, bfloat16 compute where the GPU supports it,
+    float32 on CPU. Needs `distributed=True` and at least 2 processes; checkpoints are then sharded
+    (`torch.distributed.checkpoint`), `python -m agents.train.export` turns one into a model folder."""
+    cpu_offload: bool = False
+    """With `sharding="fsdp2"` on GPUs: keep the parameter shards and the optimizer states in host memory
+    (FSDP2's `CPUOffloadPolicy`) and run the optimizer step there; slower, for models whose shards do not
+    fit next to the activations."""
     steps: int = 8
     """RL updates."""
     questions_per_step: int = 4
@@ -228,6 +239,21 @@ class TrainConfig:
         if self.distributed and spec.second_model is not None:
             raise ConfigError(f"distributed=True does not support learner={spec.name!r}: it trains a second model on calls "
                               "grouped across the whole step's trajectories; run it in one process")
+        if self.sharding not in get_args(Sharding):
+            raise ConfigError(f"sharding must be one of {get_args(Sharding)}, got {self.sharding!r}")
+        if self.sharding == "fsdp2":
+            if not self.distributed:
+                raise ConfigError("sharding='fsdp2' shards the update over the processes of a distributed run: add --distributed and "
+                                  "launch with torchrun --nproc_per_node N (or accelerate launch --num_processes N), N >= 2")
+            if self.optim.lora:
+                raise ConfigError("sharding='fsdp2' cannot be combined with lora=True: LoRA adapters are small enough for the "
+                                  "data-parallel update; drop --sharding or --optim.lora")
+            if self.rollout.backend == "sglang" and self.rollout.weight_sync == "tensors":
+                raise ConfigError("sharding='fsdp2' pushes weights to SGLang by disk (gathered bucket by bucket into a model folder); "
+                                  "set weight_sync='disk'")
+        if self.cpu_offload and (self.sharding != "fsdp2" or not self.device.startswith("cuda")):
+            raise ConfigError("cpu_offload=True moves FSDP2 shards from the GPUs to host memory: it needs sharding='fsdp2' and "
+                              f"device='cuda' (got sharding={self.sharding!r}, device={self.device!r})")
         if self.rollout.backend == "sglang" and self.optim.lora:
             raise ConfigError("rollout backend 'sglang' cannot be combined with lora=True: the servers load full weights, "
                               "and LoRA adapters are not merged for them; train every weight or roll out with 'hf'")

@@ -9,8 +9,9 @@ can hold different numbers of micro-batches (dropped or excluded trajectories) a
 counts, and because the loss calls the decoder and the output embedding separately (only the positions
 in the loss mask reach the vocabulary projection), which DDP's forward does not cover.
 
-Only DDP-style replication is supported (`MULTI_CPU`, `MULTI_GPU` or one process): FSDP and DeepSpeed
-shard parameters, which the weight push to SGLang, the checkpoints and this gradient sum do not handle.
+Accelerate's own distributed types are DDP-style only (`MULTI_CPU`, `MULTI_GPU` or one process): the
+trainer shards the model itself when asked (`TrainConfig.sharding="fsdp2"`, `agents.train.fsdp`), so an
+accelerate FSDP or DeepSpeed config is refused rather than wrapping the model a second way.
 """
 
 from __future__ import annotations
@@ -38,9 +39,9 @@ def make_accelerator(device: str):
     accelerator = Accelerator(cpu=device == "cpu", step_scheduler_with_optimizer=False)
     supported = (DistributedType.NO, DistributedType.MULTI_CPU, DistributedType.MULTI_GPU)
     if accelerator.distributed_type not in supported:
-        raise ConfigError(f"distributed training supports DDP (accelerate's MULTI_GPU or MULTI_CPU), not "
-                          f"{accelerator.distributed_type.value}: FSDP and DeepSpeed shard the weights, which the weight push "
-                          "to SGLang and the checkpoints need whole; run `accelerate launch` without FSDP/DeepSpeed")
+        raise ConfigError(f"distributed training launches plain processes (accelerate's MULTI_GPU or MULTI_CPU), not "
+                          f"{accelerator.distributed_type.value}: run `accelerate launch` without an FSDP/DeepSpeed config, and "
+                          "pass --sharding fsdp2 for a sharded update (the trainer shards the model itself)")
     return accelerator
 
 

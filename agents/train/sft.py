@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import gymnasium as gym
 import numpy as np
@@ -16,6 +17,7 @@ import torch
 
 from agents.rollout.batch import token_logprobs
 from agents.train.distributed import all_reduce_sum, shard, sum_gradients
+from agents.train.fsdp import passes
 from agents.train.update import pad_batch
 
 
@@ -52,21 +54,25 @@ def oracle_example(env: gym.Env, tokenizer, index: int) -> Example:
 def sft_step(
     model: torch.nn.Module, examples: Sequence[Example], *, pad_id: int, micro_batch: int,
     total: int | None = None, backward: Callable[[torch.Tensor], None] | None = None,
+    logprobs: Callable[..., torch.Tensor] | None = None,
 ) -> float:
     """Accumulate the gradient of the mean negative log-likelihood of the masked tokens; returns the loss.
 
     Data parallel: `total` is the masked-token count over every rank's examples (so the ranks' gradients
-    and losses sum to the single-process ones) and `backward` replaces `loss.backward()`."""
+    and losses sum to the single-process ones), `backward` replaces `loss.backward()` and `logprobs` replaces
+    `token_logprobs(model, ...)` (as in `policy_gradient_step`)."""
     if total is None:
         total = sum(sum(e.loss_mask) for e in examples)
     device = next(model.parameters()).device
+    if logprobs is None:
+        logprobs = partial(token_logprobs, model)
     loss_sum = 0.0
     for start in range(0, len(examples), micro_batch):
         chunk = examples[start : start + micro_batch]
         ids = pad_batch([e.token_ids for e in chunk], pad_id, torch.long).to(device)
         attention = pad_batch([[1] * len(e.token_ids) for e in chunk], 0, torch.long).to(device)
         mask = pad_batch([e.loss_mask for e in chunk], 0, torch.float32).to(device)
-        loss = -(token_logprobs(model, ids, attention, positions=mask) * mask).sum() / total
+        loss = -(logprobs(ids, attention, positions=mask) * mask).sum() / total
         if backward is None:
             loss.backward()
         else:
@@ -84,8 +90,8 @@ def cold_start(trainer) -> list[float]:
         return []
     if not hasattr(trainer.env.unwrapped, "world"):
         raise ValueError("cold start needs the synthetic world's oracle trajectories (env_id SearchQA-Synthetic-v0)")
-    model, tokenizer, acc = trainer.model, trainer.tokenizer, trainer.accelerator
-    params = [p for p in model.parameters() if p.requires_grad]
+    model, tokenizer, acc, sharded = trainer.model, trainer.tokenizer, trainer.accelerator, trainer.sharded
+    params = sharded.parameters() if sharded is not None else [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=c.optim.cold_start_lr, weight_decay=0.0)
     rng = np.random.default_rng([c.seed, 7])
     losses = []
@@ -99,10 +105,20 @@ def cold_start(trainer) -> list[float]:
         else:
             batch = [oracle_example(trainer.env, tokenizer, i) for i in shard(chosen, trainer.rank, trainer.world)]
             (total,) = all_reduce_sum(acc, [sum(sum(e.loss_mask) for e in batch)])
-            with acc.no_sync(trainer.wrapped):
-                local = sft_step(model, batch, pad_id=tokenizer.pad_token_id, micro_batch=c.optim.micro_batch, total=int(total), backward=acc.backward)
-            sum_gradients(acc, params)
+            if sharded is not None:
+                # As in the RL update: FSDP2 sums the ranks' gradients, every rank runs as many passes.
+                mine = passes(len(batch), c.optim.micro_batch)
+                most = sharded.max_passes(mine)
+                local = sft_step(sharded.root, batch, pad_id=tokenizer.pad_token_id, micro_batch=c.optim.micro_batch, total=int(total),
+                                 logprobs=sharded.root)
+                sharded.pad_passes(mine, most, tokenizer.pad_token_id)
+                sharded.clip_grad_norm_(c.optim.max_grad_norm)
+            else:
+                with acc.no_sync(trainer.wrapped):
+                    local = sft_step(model, batch, pad_id=tokenizer.pad_token_id, micro_batch=c.optim.micro_batch, total=int(total),
+                                     backward=acc.backward)
+                sum_gradients(acc, params)
+                acc.clip_grad_norm_(params, c.optim.max_grad_norm)
             losses.append(all_reduce_sum(acc, [local])[0])
-            acc.clip_grad_norm_(params, c.optim.max_grad_norm)
         optimizer.step()
     return losses

@@ -21,7 +21,9 @@ redraws the same questions from the same weights but not the same samples.
 With `distributed=True` the update is data parallel over the processes `accelerate launch` started
 (`agents.train.distributed`): each rank rolls out its share of the step's questions, seeded by (seed,
 step, rank), and the summed gradient equals the single-process one over the same trajectories; rank 0
-alone writes metrics and checkpoints and pushes weights to the SGLang servers, between barriers.
+alone writes metrics and checkpoints and pushes weights to the SGLang servers, between barriers. With
+`sharding="fsdp2"` the model is sharded over the ranks instead (`agents.train.fsdp`): the same gradient,
+every rank writing its shards of each checkpoint and taking part in gathering the weights it pushes.
 """
 
 from __future__ import annotations
@@ -49,8 +51,10 @@ from agents.train.checkpoint import load_newest_valid, save_checkpoint
 from agents.train.config import TrainConfig
 from agents.train.distributed import all_reduce_sum, make_accelerator, merge_metrics, shard, sum_gradients
 from agents.train.evaluate import Evaluation, evaluate_policy
+from agents.train.fsdp import ShardedModel, passes
 from agents.train.metrics import MetricsLog, global_stats, signal_summary, step_rollout_metrics
 from agents.train.sft import cold_start, sft_step
+from agents.train.sharded_checkpoint import load_newest_sharded, save_sharded
 from agents.train.sync import WeightSync
 from agents.train.update import UpdateStats, loss_rows, policy_gradient_step
 from searchgym.errors import ConfigError
@@ -76,6 +80,9 @@ class Trainer:
         if config.questions_per_step % self.world:
             raise ConfigError(f"questions_per_step={config.questions_per_step} must be divisible by the {self.world} processes: "
                               "each rolls out whole questions (GRPO groups)")
+        if config.sharding == "fsdp2" and self.world < 2:
+            raise ConfigError("sharding='fsdp2' needs at least 2 processes (torchrun --nproc_per_node N or accelerate launch "
+                              "--num_processes N, N >= 2): with one there is nothing to shard; drop --sharding")
         if config.optim.cold_start_steps > 0 and config.optim.cold_start_batch % self.world:
             raise ConfigError(f"cold_start_batch={config.optim.cold_start_batch} must be divisible by the {self.world} processes")
         device = str(self.accelerator.device) if self.accelerator else config.device
@@ -89,19 +96,28 @@ class Trainer:
         self.model.train()
         if config.optim.gradient_checkpointing:
             setup.enable_activation_checkpointing(self.model)
+        self.reference = copy.deepcopy(self.model).eval() if self.learner_config.kl_coef > 0 else None
+        self.sharded: ShardedModel | None = None
+        """The FSDP2-sharded policy (`sharding="fsdp2"`): what the update, the optimizer and the checkpoints use.
+        `self.model` is then a whole replica that samples the in-process rollouts, refreshed from the shards by
+        every weight sync (with SGLang rollouts there is no replica: `self.model` is the sharded LM)."""
+        if config.sharding == "fsdp2":
+            lm = self.model
+            if config.rollout.backend == "hf":
+                self.model = copy.deepcopy(lm).requires_grad_(False)
+            self.sharded = ShardedModel(lm, torch.device(device), cpu_offload=config.cpu_offload)
         self.policy = HFPolicy(self.model, self.tokenizer, config=HFPolicyConfig(
             model=config.model, seed=config.seed, reuse_kv=config.rollout.reuse_kv, max_batch_rows=config.rollout.max_batch_rows))
         self.rollout_policy = setup.rollout_policy(config, self.policy, self.tokenizer, self.rank)
         """What samples rollouts and evaluations: `self.policy` (hf), or a FanOutPolicy over SGLang clients."""
-        self.reference = copy.deepcopy(self.model).eval() if self.learner_config.kl_coef > 0 else None
         self.models: dict[str, torch.nn.Module] = {"policy": self.model}
-        self.optimizers = {"policy": self._optimizer(self.model)}
+        self.optimizers = {"policy": self._optimizer(self.sharded.root if self.sharded else self.model)}
         self.wrapped = self.model
         """`self.model` as `accelerator.prepare` returned it (DDP across processes, which broadcasts rank 0's
         weights when it wraps). Forward passes, rollouts, checkpoints and weight pushes use `self.model`: the
         loss reads the decoder and the output embedding separately, which a DDP wrapper does not expose, and
         backward runs under `no_sync` with one explicit gradient sum (`agents.train.distributed`)."""
-        if self.accelerator is not None:
+        if self.accelerator is not None and self.sharded is None:
             self.wrapped, optimizer, scheduler = self.accelerator.prepare(self.model, *self.optimizers["policy"])
             self.optimizers["policy"] = (optimizer, scheduler)
         self.second_model = None
@@ -122,13 +138,13 @@ class Trainer:
         rollout = RolloutConfig(group_size=config.rollout.group_size, temperature=config.rollout.temperature,
                                 max_turn_tokens=config.rollout.max_turn_tokens, max_response_tokens=config.rollout.max_response_tokens, seed=config.seed)
         self.engine = RolloutEngine(self.rollout_policy, lambda: self._make_env("train"), rollout)
-        self.sync_weights = WeightSync(config, self.model, self.tokenizer, self.rollout_policy, self.out, self.accelerator, self.is_main)
+        self.sync_weights = WeightSync(config, self.model, self.tokenizer, self.rollout_policy, self.out, self.accelerator, self.is_main,
+                                       sharded=self.sharded)
         """Call to push the trained weights to every rollout server (0 s with the in-process backend)."""
         self.metrics_log = MetricsLog(self.out, config.tensorboard)
         self.step = 0
         self.position = 0
-        if config.resume and (found := load_newest_valid(self.out / "checkpoints", self.models, self.optimizers,
-                                                         check=setup.check_config_version)):
+        if config.resume and (found := self._load_newest()):
             self._restore(*found)
         if config.resume and self.is_main:
             self.metrics_log.drop_after(self.step)
@@ -247,11 +263,21 @@ class Trainer:
             rows, tokens = loss_rows(trajectories, targets)
             total_tokens, total_rows = all_reduce_sum(acc, [tokens, len(rows)])
             denominator = total_tokens if lc.aggregation == "token-mean" else total_rows
-            with acc.no_sync(self.wrapped):
-                local = policy_gradient_step(self.model, trajectories, targets, denominator=denominator, backward=acc.backward, **kwargs)
-            sum_gradients(acc, params)
+            if self.sharded is not None:
+                # FSDP2 reduce-scatters the gradient after each pass (summing, see agents.train.fsdp): ranks with
+                # fewer micro-batches run zero-weighted passes so that every rank joins every reduction.
+                # The count is agreed on first: a pass's all-gathers would otherwise meet another rank's all-reduce.
+                root, mine = self.sharded.root, passes(len(rows), c.optim.micro_batch)
+                most = self.sharded.max_passes(mine)
+                local = policy_gradient_step(root, trajectories, targets, denominator=denominator, logprobs=root, **kwargs)
+                self.sharded.pad_passes(mine, most, self.tokenizer.pad_token_id)
+                grad_norm = self.sharded.clip_grad_norm_(c.optim.max_grad_norm)
+            else:
+                with acc.no_sync(self.wrapped):
+                    local = policy_gradient_step(self.model, trajectories, targets, denominator=denominator, backward=acc.backward, **kwargs)
+                sum_gradients(acc, params)
+                grad_norm = acc.clip_grad_norm_(params, c.optim.max_grad_norm)
             stats = global_stats(acc, local, total_tokens)
-            grad_norm = acc.clip_grad_norm_(params, c.optim.max_grad_norm)
         optimizer.step()
         scheduler.step()
         return stats, grad_norm
@@ -309,13 +335,22 @@ class Trainer:
     # -- state ----------------------------------------------------------------------------------------------
 
     def save(self) -> Path | None:
-        """Write a checkpoint (rank 0 only: the ranks hold the same weights; others return None)."""
+        """Write a checkpoint (rank 0 only: the ranks hold the same weights; others return None). Sharded, every
+        rank writes its shards (`agents.train.sharded_checkpoint`) and rank 0 the rest."""
+        state = {"position": self.position, "config": setup.jsonable_config(self.config), "versions": {"policy": self.policy.weight_version}}
+        if self.sharded is not None:
+            return save_sharded(self.out / "checkpoints", self.step, self.sharded, *self.optimizers["policy"], self.tokenizer, state)
         if self.accelerator is not None:
             self.accelerator.wait_for_everyone()
         if not self.is_main:
             return None
-        state = {"position": self.position, "config": setup.jsonable_config(self.config), "versions": {"policy": self.policy.weight_version}}
         return save_checkpoint(self.out / "checkpoints", self.step, self.models, self.optimizers, state)
+
+    def _load_newest(self) -> tuple[Path, dict] | None:
+        root = self.out / "checkpoints"
+        if self.sharded is not None:
+            return load_newest_sharded(root, self.sharded, *self.optimizers["policy"], check=setup.check_config_version)
+        return load_newest_valid(root, self.models, self.optimizers, check=setup.check_config_version)
 
     def _restore(self, path: Path, state: dict) -> None:
         self.step = int(path.name.split("-")[1])

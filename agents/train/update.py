@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 
@@ -55,6 +56,7 @@ def policy_gradient_step(
     denominator: float | None = None,
     backward: Callable[[torch.Tensor], None] | None = None,
     clip_ratio_c: float | None = None,
+    logprobs: Callable[..., torch.Tensor] | None = None,
 ) -> UpdateStats:
     """Accumulate the clipped-loss gradient of every included trajectory into `model`'s `.grad`.
 
@@ -64,7 +66,8 @@ def policy_gradient_step(
 
     Data parallel: `denominator` is the whole step's over every rank (see `loss_rows`), so the sum of the
     ranks' gradients is the single-process one; `backward` replaces `loss.backward()` (e.g. an
-    `Accelerator`'s). The stats are then this rank's share: `loss` and `kl` sum over ranks, the clip
+    `Accelerator`'s); `logprobs(ids, attention, temperature=..., positions=...)` replaces
+    `token_logprobs(model, ...)` (a sharded model's root, `agents.train.fsdp`). The stats are then this rank's share: `loss` and `kl` sum over ranks, the clip
     fractions and the mean ratio are means over `loss_tokens`.
     """
     rows, total_tokens = loss_rows(trajectories, targets)
@@ -76,6 +79,8 @@ def policy_gradient_step(
     if denominator is None:
         denominator = total_tokens if aggregation == "token-mean" else len(rows)
     device = next(model.parameters()).device
+    if logprobs is None:
+        logprobs = partial(token_logprobs, model)
     sums = {"loss": 0.0, "kl": 0.0, "high": 0.0, "low": 0.0, "ratio": 0.0}
     for start in range(0, len(rows), micro_batch):
         chunk = [trajectories[i] for i in rows[start : start + micro_batch]]
@@ -85,7 +90,7 @@ def policy_gradient_step(
         mask = pad_batch([t.loss_mask for t in chunk], 0, torch.float32).to(device)
         old = pad_batch([t.logprobs for t in chunk], 0.0, torch.float32).to(device)
         advantages = pad_batch(adv, 0.0, torch.float32).to(device)
-        new = token_logprobs(model, ids, attention, temperature=temperature, positions=mask)
+        new = logprobs(ids, attention, temperature=temperature, positions=mask)
         ref = None
         if reference is not None and kl_coef > 0:
             with torch.no_grad():
