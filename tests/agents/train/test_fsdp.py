@@ -65,7 +65,7 @@ class Ranks:
             p.wait(30)
         self.log.close()
 
-    def wait(self, timeout_s: float = 150) -> None:
+    def wait(self, timeout_s: float = 280) -> None:
         deadline = time.monotonic() + timeout_s
         try:
             codes = [p.wait(max(1.0, deadline - time.monotonic())) for p in self.procs]
