@@ -339,16 +339,14 @@ def _train_learners(preset: Preset, learners: list[str], results: dict, start_di
 
 
 def fingerprint_differences(got: dict, expected: dict, own_options: set[str] = frozenset()) -> list[str]:
-    """The fingerprint keys in which a learner's evaluation env differs from its start policy's, the env
-    options the learner asks for itself aside (its judge, its entity matching, COSEARCH's ranker: part of
-    what it trains, not of the world or the questions)."""
-    def flat(fp: dict) -> dict:
-        out = {k: v for k, v in fp.items() if k != "make"}
-        out.update({f"make.{k}": v for k, v in fp.get("make", {}).items() if k not in own_options})
-        return out
+    """The flattened fingerprint keys (`benchmarks.fingerprint.flatten`) in which a learner's evaluation env
+    differs from its start policy's, leaving aside every key that names an env option the learner asks for
+    itself (its judge, its entity matching, COSEARCH's ranker: `make.ranker`, `setting.ranker.*`), which is
+    part of what it trains, not of the world or the questions."""
+    from benchmarks.fingerprint import flatten
 
-    a, b = flat(got), flat(expected)
-    return sorted(k for k in {**a, **b} if a.get(k) != b.get(k))
+    a, b = flatten(got), flatten(expected)
+    return sorted(k for k in {**a, **b} if a.get(k) != b.get(k) and not own_options.intersection(k.split(".")))
 
 
 def _worker_start() -> None:

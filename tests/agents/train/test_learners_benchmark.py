@@ -196,9 +196,12 @@ def test_workers_must_be_positive():
 
 
 def test_fingerprint_differences_leave_the_learners_own_options_aside():
-    start = {"env_id": "SearchQA-Synthetic-v0", "make": {"hops": [2], "split": "test"}, "eval_questions": 200}
-    cosearch = {**start, "make": {**start["make"], "ranker": "model", "judge": "gold"}}
+    start = {"env_id": "SearchQA-Synthetic-v0", "make": {"hops": [2], "split": "test"}, "eval_questions": 200,
+             "setting": {"ranker": {"name": "retriever"}, "corpus": {"sha256": "abc"}}}
+    cosearch = {**start, "make": {**start["make"], "ranker": "model", "judge": "gold"},
+                "setting": {**start["setting"], "ranker": {"name": "model", "k": 5}}}
     assert learners.fingerprint_differences(cosearch, start, {"ranker", "judge"}) == []
-    assert learners.fingerprint_differences(cosearch, start) == ["make.judge", "make.ranker"]
-    other = {**cosearch, "make": {**cosearch["make"], "hops": [1]}, "eval_questions": 20}
-    assert learners.fingerprint_differences(other, start, {"ranker", "judge"}) == ["eval_questions", "make.hops"]
+    assert learners.fingerprint_differences(cosearch, start) == ["make.judge", "make.ranker", "setting.ranker.k", "setting.ranker.name"]
+    other = {**cosearch, "make": {**cosearch["make"], "hops": [1]}, "eval_questions": 20,
+             "setting": {**cosearch["setting"], "corpus": {"sha256": "def"}}}
+    assert learners.fingerprint_differences(other, start, {"ranker", "judge"}) == ["eval_questions", "make.hops", "setting.corpus.sha256"]
