@@ -138,8 +138,9 @@ PRESETS = {
     # The learning check: 2-hop questions (two search rounds that differ in contribution), a short cold start
     # that leaves room to improve (8 steps: greedy test EM 0.68 on 60 questions, with 512 response tokens;
     # 320 cut most episodes before their answer), 200 held-out questions, three RL seeds from one shared
-    # start in one world (docs/learners.md, "The learning check").
-    "cpu-learn": Preset("smollm2-135m", 1000, (2,), 8, 6, 2, 8, 200, 64, 512, 1, 2e-5, SHORT_TEMPLATE, max_turns=4,
+    # start in one world (docs/learners.md, "The learning check"). RL: 10 steps x 4 questions x 8 rollouts at
+    # lr 1e-5 (GRPO +0.043 EM over the start on every seed); 6 x 2 x 8 at 2e-5 moved EM by +0.015/-0.240/+0.010.
+    "cpu-learn": Preset("smollm2-135m", 1000, (2,), 8, 10, 4, 8, 200, 64, 512, 1, 1e-5, SHORT_TEMPLATE, max_turns=4,
                         eval_base=False, seeds=(0, 1, 2), world_seed=0, shared_start=True),
     # A random 2-layer model: checks the whole pipeline in seconds (the tests run it); learns nothing.
     "tiny": Preset("tiny", 300, (1,), 1, 1, 2, 2, 4, 16, 64, 1, 1e-4, SHORT_TEMPLATE),
@@ -484,8 +485,9 @@ def paired_check(per_seed: dict[int, dict], learners: list[str]) -> str | None:
     """Each learner against the cold-started policy it started from, question by question.
 
     Per seed, the difference of test EMs on the same questions (paired). Two standard errors of their mean
-    are shown: over questions (every seed's per-question differences pooled: evaluation noise) and over
-    seeds (std of the per-seed differences / sqrt(seeds): training noise). A rise is beyond noise when it
+    are shown: over questions (each question's difference averaged over the seeds first, since every seed
+    is scored on the same questions and their differences are not independent across seeds: evaluation
+    noise) and over seeds (std of the per-seed differences / sqrt(seeds): training noise). A rise is beyond noise when it
     exceeds twice the larger of the two (about 95% one-sided under a normal approximation). None when the
     results carry no per-question EMs.
     """
@@ -497,11 +499,11 @@ def paired_check(per_seed: dict[int, dict], learners: list[str]) -> str | None:
     for name in learners:
         diffs = [np.asarray(per_seed[s][name]["eval_em"], float) - np.asarray(per_seed[s]["start"]["eval_em"], float) for s in seeds]
         per = np.array([d.mean() for d in diffs])
-        pooled = np.concatenate(diffs)
-        se_q = float(pooled.std(ddof=1) / np.sqrt(len(pooled))) if len(pooled) > 1 else float("nan")
+        by_question = np.mean(diffs, axis=0)
+        se_q = float(by_question.std(ddof=1) / np.sqrt(len(by_question))) if len(by_question) > 1 else float("nan")
         se_s = float(per.std(ddof=1) / np.sqrt(len(per))) if len(per) > 1 else float("nan")
         bound = 2 * np.nanmax([se_q, se_s]) if not (np.isnan(se_q) and np.isnan(se_s)) else float("inf")
-        mean = float(pooled.mean())
+        mean = float(by_question.mean())
         verdict = "yes" if mean > bound else ("worse" if mean < -bound else "no")
         lines.append(f"| {name} | {', '.join(f'{x:+.3f}' for x in per)} | {mean:+.3f} | {se_q:.3f} | "
                      f"{'-' if np.isnan(se_s) else f'{se_s:.3f}'} | {verdict} |")

@@ -54,25 +54,29 @@ def _paired(start: list[float], **final: list[float]) -> dict:
 
 
 def test_paired_check_by_hand():
-    # Seed 0: 4 questions, the learner fixes two, breaks none: +0.5. Seed 1: fixes one: +0.25.
-    per_seed = {0: _paired([0, 0, 1, 0], grpo=[1, 1, 1, 0]), 1: _paired([1, 0, 0, 0], grpo=[1, 1, 0, 0])}
+    # 8 questions. Seed 0 fixes four (+0.5), seed 1 two of the same (+0.25).
+    start = [0] * 8
+    per_seed = {0: _paired(start, grpo=[1, 1, 1, 1, 0, 0, 0, 0]), 1: _paired(start, grpo=[1, 1, 0, 0, 0, 0, 0, 0])}
     row = _row(learners.paired_check(per_seed, ["grpo"]), "grpo")
-    # Pooled differences [1, 1, 0, 0, 0, 1, 0, 0]: mean 0.375, sample std 0.5175, SE 0.5175 / sqrt(8) = 0.183.
-    # Per-seed means 0.5, 0.25: std 0.1768, SE 0.125. The larger SE is 0.183 and 0.375 > 2 * 0.183 = 0.366.
-    assert row == ["grpo", "+0.500, +0.250", "+0.375", "0.183", "0.125", "yes"]
-    # One question fewer fixed on seed 1 (+0.5, 0.0): mean 0.25, pooled SE 0.164, under twice it.
-    per_seed[1]["grpo"]["eval_em"] = [1, 0, 0, 0]
-    assert _row(learners.paired_check(per_seed, ["grpo"]), "grpo")[-1] == "no"
+    # Each question's difference averaged over the seeds: [1, 1, 0.5, 0.5, 0, 0, 0, 0], mean 0.375, sample std
+    # sqrt(1.375 / 7) = 0.4432, SE 0.4432 / sqrt(8) = 0.157. Per-seed means 0.5, 0.25: std 0.1768, SE 0.125.
+    # The larger SE is 0.157 and 0.375 > 2 * 0.157 = 0.313.
+    assert row == ["grpo", "+0.500, +0.250", "+0.375", "0.157", "0.125", "yes"]
+    # Seed 1 fixes nothing: by question [0.5] * 4 + [0] * 4, SE 0.0945; per-seed means 0.5, 0: SE 0.25, and
+    # 0.25 is under twice it. The seeds disagree: training noise.
+    per_seed[1]["grpo"]["eval_em"] = start
+    assert _row(learners.paired_check(per_seed, ["grpo"]), "grpo")[2:] == ["+0.250", "0.094", "0.250", "no"]
 
 
 def test_paired_check_calls_a_consistent_rise_beyond_noise_and_a_fall_worse():
     start = [0.0] * 40
     better = [1.0] * 10 + [0.0] * 30  # +0.25 on every seed, on the same questions
     assert _row(learners.paired_check({s: _paired(start, grpo=better) for s in range(3)}, ["grpo"]), "grpo")[-1] == "yes"
-    # The same EM as the start on other questions: the differences cancel. Pooled: 30 of +1, 30 of -1, 60 zeros:
-    # std sqrt(60 / 119) = 0.710, SE 0.710 / sqrt(120) = 0.065.
+    # The same EM as the start on other questions: the differences cancel. By question (the same on every seed):
+    # 10 of +1, 10 of -1, 20 zeros: std sqrt(20 / 39) = 0.716, SE 0.716 / sqrt(40) = 0.113. Three seeds
+    # repeating the same questions do not shrink it.
     swapped = {s: _paired(better, grpo=better[::-1]) for s in range(3)}
-    assert _row(learners.paired_check(swapped, ["grpo"]), "grpo")[2:] == ["+0.000", "0.065", "0.000", "no"]
+    assert _row(learners.paired_check(swapped, ["grpo"]), "grpo")[2:] == ["+0.000", "0.113", "0.000", "no"]
     assert _row(learners.paired_check({s: _paired(better, grpo=start) for s in range(3)}, ["grpo"]), "grpo")[-1] == "worse"
 
 
