@@ -12,7 +12,7 @@ import sys
 from searchgym.cli import build_dispatcher, run_dispatcher
 
 # Modules under agents.cli that provide subcommands; imported lazily so `--help` stays fast.
-SUBCOMMANDS: tuple[str, ...] = ("rollouts", "train")
+SUBCOMMANDS: tuple[str, ...] = ("export", "rollouts", "train")
 
 
 def build_parser() -> argparse.ArgumentParser:

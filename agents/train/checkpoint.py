@@ -146,7 +146,7 @@ def load_checkpoint(path: Path, models: Mapping[str, torch.nn.Module], optimizer
             check(path, state)
         if (path / "policy.dcp").is_dir():
             raise CheckpointError(f"{path} holds FSDP2 shards: resume with --distributed --sharding fsdp2, or turn it into a "
-                                  "model folder with python -m agents.train.export")
+                                  "model folder with python -m agents export")
         for name, model in models.items():
             weights = load_file(str(path / f"{name}.safetensors"))
             params = dict(model.named_parameters())

@@ -1,6 +1,6 @@
 """Turn a sharded (FSDP2) checkpoint into a plain model folder that `from_pretrained` and SGLang load.
 
-    python -m agents.train.export runs/train/checkpoints/step-000008 runs/train/model-step8
+    python -m agents export runs/train/checkpoints/step-000008 runs/train/model-step8
 
 Runs in one process without a process group or a GPU: the model is built on the CPU from the config saved
 in the checkpoint, and the shards are read straight into its tensors (the weights are held once, the
@@ -9,9 +9,7 @@ optimizer states are not read), then written with `save_pretrained` beside the s
 
 from __future__ import annotations
 
-import argparse
 import logging
-import sys
 import warnings
 from pathlib import Path
 
@@ -57,21 +55,3 @@ def export_checkpoint(checkpoint: str | Path, out: str | Path) -> Path:
     tokenizer.save_pretrained(out)
     logger.info("exported %s to %s", checkpoint, out)
     return out
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m agents.train.export", description=__doc__.split("\n\n")[0])
-    parser.add_argument("checkpoint", help="a step-NNNNNN folder written by a --sharding fsdp2 run")
-    parser.add_argument("out", help="the model folder to write")
-    args = parser.parse_args(argv)
-    try:
-        folder = export_checkpoint(args.checkpoint, args.out)
-    except CheckpointError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    print(folder)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

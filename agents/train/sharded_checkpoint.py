@@ -4,7 +4,7 @@ A checkpoint is a folder `step-NNNNNN/` holding:
 - `policy.dcp/`: the model's and the optimizer's state, each rank writing its own shards (DCP's format:
   one `.distcp` file per rank and a `.metadata` index), so no rank ever holds the whole model;
 - `policy.scheduler.pt`: the learning-rate scheduler's state;
-- `model/`: the model's config and tokenizer, so that `python -m agents.train.export` can rebuild a plain
+- `model/`: the model's config and tokenizer, so that `python -m agents export` can rebuild a plain
   `save_pretrained` folder from the checkpoint alone;
 - `state.json`: step, data position, RNG states and the run's config, as in a whole-weights checkpoint.
 

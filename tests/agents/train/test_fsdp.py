@@ -2,7 +2,7 @@
 
 - One update on fixed trajectories: the 2-process sharded weights (with activation checkpointing) equal a
   single process's update on the whole batch; the gathered whole weights equal the in-process rollout replica and the streamed model
-  folder; the sharded checkpoint exported by `agents.train.export` loads with `from_pretrained` and gives
+  folder; the sharded checkpoint exported by `python -m agents export` loads with `from_pretrained` and gives
   the same logits.
 - A 2-process training run SIGKILLed after its first checkpoint resumes to the same metrics, weights and
   optimizer state as an uninterrupted run.
@@ -27,7 +27,8 @@ from agents.learners.batch import LearnerBatch
 from agents.train import TrainConfig
 from agents.train.checkpoint import CheckpointError, list_checkpoints
 from agents.train.distributed import shard
-from agents.train.export import export_checkpoint, load_sharded_model, main as export_main
+from agents.cli import main as agents_main
+from agents.train.export import export_checkpoint, load_sharded_model
 from agents.train.trainer import Trainer
 from searchgym.errors import ConfigError
 from tests.agents.train.test_distributed import _free_port, _Row, _write_batch, synthetic_targets, tiny_config, weights
@@ -107,7 +108,7 @@ def test_export_refuses_a_whole_weights_checkpoint(tmp_path, capsys):
     (checkpoint,) = list_checkpoints(tmp_path / "run" / "checkpoints")[-1:]
     with pytest.raises(CheckpointError, match="not a sharded checkpoint"):
         export_checkpoint(checkpoint, tmp_path / "out")
-    assert export_main([str(checkpoint), str(tmp_path / "out")]) == 2
+    assert agents_main(["export", str(checkpoint), str(tmp_path / "out")]) == 2
     assert "not a sharded checkpoint" in capsys.readouterr().err
     # A sharded checkpoint (the DCP folder marks it) is refused by a run without sharding, saying why.
     fake = tmp_path / "sharded" / "checkpoints" / checkpoint.name
