@@ -31,7 +31,6 @@ the start policy and each learner's final policy are also evaluated greedily on 
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import math
 import time
@@ -41,6 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
+from agents.memory import release_memory
 from agents.train import TrainConfig
 from searchgym.errors import ConfigError
 from agents.train.config import EnvConfig, OptimConfig, RolloutConfig
@@ -287,7 +287,7 @@ def _run_seed(preset: Preset, learners: list[str], steps: int, seed: int, out: P
     start_hotpotqa = hotpotqa_eval(starter, hotpotqa, preset.eval_questions) if hotpotqa else None
     starter.close()
     del starter
-    gc.collect()  # see below
+    release_memory()  # the learners' processes need what the cold start held
     print(f"[start policy] cold-started: test EM {start_eval['eval/em']:.3f}, F1 {start_eval['eval/f1']:.3f}, "
           f"searches/ep {start_eval['eval/searches']:.2f} ({time.perf_counter() - t0:.0f} s)", flush=True)
 
@@ -382,7 +382,7 @@ def learner_result(config: TrainConfig, learner: str, eval_samples: int, hotpotq
     # Collected now, not at some later cycle collection: a trainer holds models, optimizer states and kept KV rows
     # in reference cycles, and the next learner's trainer (in this process) must not be built beside it.
     del trainer
-    gc.collect()
+    release_memory()
     entry = {"eval": final, "eval_em": final_em, "history": history, "signals": mean_signals(history),
              "minutes": (time.perf_counter() - t) / 60}
     if final_hotpotqa:

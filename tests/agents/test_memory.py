@@ -27,3 +27,13 @@ def test_peak_rss_is_the_process_own_and_grows_with_an_allocation():
     assert 0 < before < 0.2
     assert after >= before + 0.25
     del block
+
+
+def test_release_memory_trims_the_heap_on_glibc_linux():
+    import platform
+    import sys
+
+    from agents.memory import release_memory
+
+    glibc = sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
+    assert release_memory() is glibc
