@@ -25,8 +25,9 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import torch
 import torch.distributed as dist
@@ -35,6 +36,7 @@ from agents.rollout.batch import token_logprobs
 from searchgym.errors import ConfigError
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 BUCKET_BYTES = 256 * 2**20
 """Default size of one bucket of gathered weights."""
@@ -113,6 +115,17 @@ class ShardedModel:
         return [p for p in self.root.parameters() if p.requires_grad]
 
     # -- the update ---------------------------------------------------------------------------------------
+
+    def accumulate(self, rows: int, micro_batch: int, pad_id: int, max_grad_norm: float, run: Callable[[], T]) -> tuple[T, torch.Tensor]:
+        """`run()` (the micro-batch passes over this rank's `rows` trajectories), then zero-weighted passes up
+        to the most any rank runs, then gradient clipping; returns `run`'s result and the norm before
+        clipping. The pass count is agreed on before any pass: FSDP2 reduce-scatters after every backward,
+        so a rank still in a pass's all-gather would otherwise meet another's all-reduce."""
+        mine = passes(rows, micro_batch)
+        most = self.max_passes(mine)
+        result = run()
+        self.pad_passes(mine, most, pad_id)
+        return result, self.clip_grad_norm_(max_grad_norm)
 
     def max_passes(self, local: int) -> int:
         """The most forward/backward passes any rank runs this step."""

@@ -17,7 +17,6 @@ import torch
 
 from agents.rollout.batch import token_logprobs
 from agents.train.distributed import all_reduce_sum, shard, sum_gradients
-from agents.train.fsdp import passes
 from agents.train.update import pad_batch
 
 
@@ -107,12 +106,10 @@ def cold_start(trainer) -> list[float]:
             (total,) = all_reduce_sum(acc, [sum(sum(e.loss_mask) for e in batch)])
             if sharded is not None:
                 # As in the RL update: FSDP2 sums the ranks' gradients, every rank runs as many passes.
-                mine = passes(len(batch), c.optim.micro_batch)
-                most = sharded.max_passes(mine)
-                local = sft_step(sharded.root, batch, pad_id=tokenizer.pad_token_id, micro_batch=c.optim.micro_batch, total=int(total),
-                                 logprobs=sharded.root)
-                sharded.pad_passes(mine, most, tokenizer.pad_token_id)
-                sharded.clip_grad_norm_(c.optim.max_grad_norm)
+                local, _ = sharded.accumulate(
+                    len(batch), c.optim.micro_batch, tokenizer.pad_token_id, c.optim.max_grad_norm,
+                    lambda: sft_step(sharded.root, batch, pad_id=tokenizer.pad_token_id, micro_batch=c.optim.micro_batch,
+                                     total=int(total), logprobs=sharded.root))
             else:
                 with acc.no_sync(trainer.wrapped):
                     local = sft_step(model, batch, pad_id=tokenizer.pad_token_id, micro_batch=c.optim.micro_batch, total=int(total),

@@ -51,7 +51,7 @@ from agents.train.checkpoint import load_newest_valid, save_checkpoint
 from agents.train.config import TrainConfig
 from agents.train.distributed import all_reduce_sum, make_accelerator, merge_metrics, shard, sum_gradients
 from agents.train.evaluate import Evaluation, evaluate_policy
-from agents.train.fsdp import ShardedModel, passes
+from agents.train.fsdp import ShardedModel
 from agents.train.metrics import MetricsLog, global_stats, signal_summary, step_rollout_metrics
 from agents.train.sft import cold_start, sft_step
 from agents.train.sharded_checkpoint import load_newest_sharded, save_sharded
@@ -264,14 +264,11 @@ class Trainer:
             total_tokens, total_rows = all_reduce_sum(acc, [tokens, len(rows)])
             denominator = total_tokens if lc.aggregation == "token-mean" else total_rows
             if self.sharded is not None:
-                # FSDP2 reduce-scatters the gradient after each pass (summing, see agents.train.fsdp): ranks with
-                # fewer micro-batches run zero-weighted passes so that every rank joins every reduction.
-                # The count is agreed on first: a pass's all-gathers would otherwise meet another rank's all-reduce.
-                root, mine = self.sharded.root, passes(len(rows), c.optim.micro_batch)
-                most = self.sharded.max_passes(mine)
-                local = policy_gradient_step(root, trajectories, targets, denominator=denominator, logprobs=root, **kwargs)
-                self.sharded.pad_passes(mine, most, self.tokenizer.pad_token_id)
-                grad_norm = self.sharded.clip_grad_norm_(c.optim.max_grad_norm)
+                # FSDP2 sums the ranks' gradients after each pass; ranks with fewer micro-batches pad (agents.train.fsdp).
+                root = self.sharded.root
+                local, grad_norm = self.sharded.accumulate(
+                    len(rows), c.optim.micro_batch, self.tokenizer.pad_token_id, c.optim.max_grad_norm,
+                    lambda: policy_gradient_step(root, trajectories, targets, denominator=denominator, logprobs=root, **kwargs))
             else:
                 with acc.no_sync(self.wrapped):
                     local = policy_gradient_step(self.model, trajectories, targets, denominator=denominator, backward=acc.backward, **kwargs)
