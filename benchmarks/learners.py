@@ -514,11 +514,15 @@ def start_evaluation(results_json: Path, start_model: Path) -> dict:
     """The fingerprint and start evaluation (and base, if any) of the seed of `results_json` that made and
     evaluated `start_model`, to pair a later run from that policy against them."""
     run = json.loads(results_json.read_text())
-    for results in run.get("results", {}).values():
-        start = results.get("start", {})
-        if "eval" in start and Path(start.get("model", "")).resolve() == start_model.resolve():
-            return {k: results[k] for k in ("fingerprint", "base", "start") if k in results}
-    raise ConfigError(f"{results_json}: no seed there made and evaluated {start_model}")
+    results = evaluated_starts(run.get("results", {}).values()).get(str(start_model.resolve()))
+    if results is None:
+        raise ConfigError(f"{results_json}: no seed there made and evaluated {start_model}")
+    return {k: results[k] for k in ("fingerprint", "base", "start") if k in results}
+
+
+def evaluated_starts(seed_results) -> dict[str, dict]:
+    """The seeds' results that evaluated their start policy, by the policy's resolved folder."""
+    return {str(Path(r["start"]["model"]).resolve()): r for r in seed_results if "eval" in r.get("start", {})}
 
 
 def merge_results(paths: list[Path]) -> tuple[dict, dict[int, dict]]:
@@ -536,7 +540,7 @@ def merge_results(paths: list[Path]) -> tuple[dict, dict[int, dict]]:
             if int(seed) in per_seed:
                 raise ConfigError(f"{path}: seed {seed} is in two of the runs to merge")
             per_seed[int(seed)] = results
-    evaluated = {str(Path(r["start"]["model"]).resolve()): r for r in per_seed.values() if "eval" in r["start"]}
+    evaluated = evaluated_starts(per_seed.values())
     for seed, results in per_seed.items():
         if "eval" in results["start"]:
             continue
