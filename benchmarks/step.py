@@ -16,8 +16,14 @@ Prints, in one run (each part can be skipped with `--skip`):
    excluded) and its fraction of the bound.
 3. `memory`: the peak RSS of the CPU preset's update (two optimizer steps of 8 trajectories of the preset's
    lengths, in a fresh process each, so nothing else counts) for the old setting and the alternatives.
+4. `ranker`: COSEARCH steps of the CPU preset's shape, the ranker's calls gathered into one batch per turn
+   (`RolloutConfig.gather_env_calls`, what the trainer does) against one call per search as they come, on two
+   trainers that start every step from the same agent and ranker weights (after one cold start of both),
+   alternately. The ranker is sampled inside the env's step, so its time is in `time/env_s`; the ranker's
+   outputs, and with them the agent's episodes, differ between the two (a batch samples other random
+   numbers), so the number of ranker calls is printed beside the times.
 
-    python -m benchmarks.step [--steps 2] [--threads N] [--skip step bound memory]
+    python -m benchmarks.step [--steps 2] [--threads N] [--skip step bound memory ranker]
     python -m benchmarks.step --skip bound memory --hops 2 3 --max-response-tokens 512   # a multi-hop shape
 """
 
@@ -43,7 +49,8 @@ MEMORY_SETTINGS = {
 """The update settings whose peak RSS part 3 measures (`OptimConfig` fields)."""
 
 
-def _preset_config(out: Path, hops: tuple[int, ...] | None = None, max_response_tokens: int | None = None, **changes):
+def _preset_config(out: Path, hops: tuple[int, ...] | None = None, max_response_tokens: int | None = None, learner: str = "grpo",
+                   **changes):
     from agents.train import TrainConfig
     from agents.train.config import EnvConfig, OptimConfig, RolloutConfig
     from benchmarks.learners import PRESETS
@@ -51,7 +58,7 @@ def _preset_config(out: Path, hops: tuple[int, ...] | None = None, max_response_
     p = PRESETS["cpu"]
     rollout = {k: changes.pop(k) for k in ("reuse_kv", "max_batch_rows") if k in changes}
     return TrainConfig(
-        learner="grpo", model=p.model, steps=10_000, questions_per_step=p.questions, seed=0, out_dir=str(out), resume=False,
+        learner=learner, model=p.model, steps=10_000, questions_per_step=p.questions, seed=0, out_dir=str(out), resume=False,
         checkpoint_every=0, threads=changes.pop("threads", None),
         env=EnvConfig(num_entities=p.num_entities, hops=hops or p.hops, top_k=p.top_k, options={"template": p.template}),
         rollout=RolloutConfig(group_size=p.group, max_turn_tokens=p.max_turn_tokens, max_response_tokens=max_response_tokens or p.max_response_tokens,
@@ -91,6 +98,44 @@ def bench_step(steps: int, threads: int | None, new_update: dict, **shape) -> di
     summary["ratio_old_over_new"] = statistics.median(ratios)
     summary["ratios"] = ratios
     summary["same_sampled_tokens"] = [o["rollout/sampled_tokens"] == n["rollout/sampled_tokens"] for o, n in zip(rows["old"], rows["new"])]
+    return summary
+
+
+def bench_ranker(steps: int, threads: int | None) -> dict:
+    from dataclasses import replace
+
+    from agents.train.trainer import Trainer
+
+    rows: dict[str, list[dict]] = {"alone": [], "gathered": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        gathered = Trainer(_preset_config(Path(tmp) / "gathered", threads=threads, learner="cosearch"))
+        alone = Trainer(_preset_config(Path(tmp) / "alone", threads=threads, learner="cosearch"))
+        try:
+            assert gathered.engine.config.gather_env_calls
+            alone.engine.config = replace(alone.engine.config, gather_env_calls=False)
+            start = time.perf_counter()
+            gathered.cold_start()
+            print(f"cold start of the agent and the ranker: {time.perf_counter() - start:.0f} s", flush=True)
+            for k in range(steps):
+                for name, model in alone.models.items():  # the same agent and ranker before every step
+                    model.load_state_dict(gathered.models[name].state_dict())
+                alone.policy.mark_updated()
+                alone.second_model.mark_restored()
+                for name, trainer in (("alone", alone), ("gathered", gathered)):
+                    m = trainer.train_step()
+                    rows[name].append(m)
+                    print(f"  step {k + 1} {name}: {m['time/step_s']:.1f} s (generate {m['time/generate_s']:.1f}, env with the ranker "
+                          f"{m['time/env_s']:.1f}, update {m['time/update_s']:.1f}), {m['ranker/calls']:.0f} ranker calls, "
+                          f"ranker valid rate {m['ranker/valid_rate']:.2f}", flush=True)
+        finally:
+            gathered.close()
+            alone.close()
+    keys = ("time/step_s", "time/env_s", "ranker/calls")
+    summary: dict = {name: {k: statistics.median(m[k] for m in ms) for k in keys} for name, ms in rows.items()}
+    summary["step_ratios"] = [a["time/step_s"] / g["time/step_s"] for a, g in zip(rows["alone"], rows["gathered"])]
+    # Per ranker call, so that steps with more searches on one side do not count against it.
+    summary["env_per_call_ratios"] = [(a["time/env_s"] / max(a["ranker/calls"], 1)) / (g["time/env_s"] / max(g["ranker/calls"], 1))
+                                      for a, g in zip(rows["alone"], rows["gathered"])]
     return summary
 
 
@@ -209,9 +254,9 @@ def bench_memory(threads: int | None) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--steps", type=int, default=2, help="RL steps per path (part 1)")
+    p.add_argument("--steps", type=int, default=2, help="RL steps per path (parts 1 and 4)")
     p.add_argument("--threads", type=int, default=None, help="threads for torch and BLAS (default: the physical cores)")
-    p.add_argument("--skip", nargs="*", default=[], choices=["step", "bound", "memory"])
+    p.add_argument("--skip", nargs="*", default=[], choices=["step", "bound", "memory", "ranker"])
     p.add_argument("--micro-batch", type=int, default=4, help="the new path's update micro-batch (part 1)")
     p.add_argument("--checkpointing", action=argparse.BooleanOptionalAction, default=None,
                    help="whether the new path's update recomputes activations (part 1; default: the preset's choice)")
@@ -255,6 +300,17 @@ def main(argv: list[str] | None = None) -> int:
     if "memory" not in args.skip:
         print("\n== 3. Peak RSS of the CPU preset's update (a fresh process each)", flush=True)
         results["memory"] = bench_memory(args.threads)
+    if "ranker" not in args.skip:
+        print("\n== 4. COSEARCH step of the CPU preset's shape: ranker calls one at a time vs gathered per turn, alternated", flush=True)
+        r = bench_ranker(args.steps, args.threads)
+        results["ranker"] = r
+        for name in ("alone", "gathered"):
+            m = r[name]
+            print(f"{name}: step {m['time/step_s']:.1f} s, env with the ranker {m['time/env_s']:.1f} s, {m['ranker/calls']:.0f} ranker calls "
+                  "(medians)")
+        print(f"COSEARCH step ratio alone / gathered: {statistics.median(r['step_ratios']):.2f}x (per step: "
+              f"{', '.join(f'{x:.2f}' for x in r['step_ratios'])}); env time per ranker call: "
+              f"{statistics.median(r['env_per_call_ratios']):.2f}x", flush=True)
     if args.out:
         Path(args.out).write_text(json.dumps(results, indent=2, default=str))
     return 0

@@ -94,12 +94,17 @@ class RankerTrainer:
         self.models: dict[str, torch.nn.Module] = {"ranker": model}
         self.optimizers = {"ranker": ctx.optimizer(model)}
 
+    gathers_env_calls = True
+    """The ranker is called from inside `env.step`, through a `GatheringBackend`: the trainer steps a turn's
+    episodes side by side (`RolloutConfig.gather_env_calls`), so one turn's ranker calls are one batch."""
+
     def ranker(self):
         """An `LLMRanker` over this model's sampler, with the config's prompt and decoding settings."""
+        from searchgym.backends.gather import GatheringBackend
         from searchgym.rankers.llm import LLMRanker, LLMRankerConfig
 
         c = self.config
-        return LLMRanker(self.backend, LLMRankerConfig(max_doc_chars=c.ranker_max_doc_chars, max_tokens=c.ranker_max_tokens,
+        return LLMRanker(GatheringBackend(self.backend), LLMRankerConfig(max_doc_chars=c.ranker_max_doc_chars, max_tokens=c.ranker_max_tokens,
                                                         temperature=c.ranker_temperature))
 
     def env_options(self) -> dict[str, Any]:

@@ -71,7 +71,11 @@ class SecondModel(Protocol):
 
     Optionally it has `cold_start(env) -> dict[str, float]`: supervised training before RL, which the trainer
     calls once in a run that starts from step 0 (never on resume: the checkpoint holds the trained weights),
-    with its training env, and whose namespaced metrics go into the step-0 metrics line."""
+    with its training env, and whose namespaced metrics go into the step-0 metrics line.
+
+    Optionally it has `gathers_env_calls = True`: its env options call a model from inside `env.step`
+    through a `searchgym.backends.gather.GatheringBackend`, and the trainer steps each turn's episodes side
+    by side (`RolloutConfig.gather_env_calls`) so that those calls go out as one batch."""
 
     models: dict[str, torch.nn.Module]
     """Checkpointed weights, by a name other than "policy"."""

@@ -23,6 +23,7 @@ import gymnasium as gym
 
 from agents.policies.base import Completion, Policy, SamplingParams
 from agents.rollout.trajectory import EpisodeEnd, Segment, Trajectory
+from searchgym.backends.gather import step_side_by_side
 from searchgym.errors import ConfigError
 from searchgym.info import ResetInfo, StepInfo
 
@@ -58,6 +59,10 @@ class RolloutConfig:
     """End an episode at its first unparseable action (`format_error`) instead of letting the env explain."""
     env_workers: int = 1
     """Threads stepping envs (more than 1 helps with retrieval servers or LLM judges)."""
+    gather_env_calls: bool = False
+    """Step every live episode of a turn in a thread of its own, so that the model calls their envs make
+    through a `searchgym.backends.gather.GatheringBackend` (COSEARCH's ranker) go out as one batch per
+    turn (`step_side_by_side`; `env_workers` is then not used)."""
     seed: int | None = None
     """Seeds every sampling call (derived per call), for reproducible rollouts with `HFPolicy`."""
 
@@ -282,7 +287,9 @@ class RolloutEngine:
 
     def _step(self, episodes: list[_Episode]) -> list[tuple]:
         start = time.perf_counter()
-        if self._pool is None or len(episodes) < 2:
+        if self.config.gather_env_calls and len(episodes) > 1:
+            results = step_side_by_side(lambda e: e.env.step(e.last_text), episodes)
+        elif self._pool is None or len(episodes) < 2:
             results = [e.env.step(e.last_text) for e in episodes]
         else:
             results = list(self._pool.map(lambda e: e.env.step(e.last_text), episodes))

@@ -136,7 +136,8 @@ class Trainer:
             self.env = self._make_env("train")
         self.num_questions = len(self.env.unwrapped.records)
         rollout = RolloutConfig(group_size=config.rollout.group_size, temperature=config.rollout.temperature,
-                                max_turn_tokens=config.rollout.max_turn_tokens, max_response_tokens=config.rollout.max_response_tokens, seed=config.seed)
+                                max_turn_tokens=config.rollout.max_turn_tokens, max_response_tokens=config.rollout.max_response_tokens, seed=config.seed,
+                                gather_env_calls=getattr(self.second_model, "gathers_env_calls", False))
         self.engine = RolloutEngine(self.rollout_policy, lambda: self._make_env("train"), rollout)
         self.sync_weights = WeightSync(config, self.model, self.tokenizer, self.rollout_policy, self.out, self.accelerator, self.is_main,
                                        sharded=self.sharded)

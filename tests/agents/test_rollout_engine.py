@@ -180,3 +180,45 @@ def test_env_workers_give_the_same_episodes(make_env, scripted):
     parallel = threaded.rollout([{"seed": 1}, {"seed": 2}])
     threaded.close()
     assert [t.token_ids for t in serial] == [t.token_ids for t in parallel]
+
+
+class _ReversingRanker:
+    """A ranker model that shows the pool in reverse (a valid rerank of every candidate); records each call's size."""
+
+    def __init__(self):
+        self.calls: list[int] = []
+
+    def chat(self, conversations, *, max_tokens=512, temperature=0.0):
+        self.calls.append(len(conversations))
+        replies = []
+        for c in conversations:
+            n = c[-1]["content"].count("(Title: ")
+            k = int(re.search(r"exactly (\d+)", c[0]["content"]).group(1))
+            replies.append("<reason>r</reason><rerank>" + " > ".join(f"[{i}]" for i in range(n, n - k, -1)) + "</rerank>")
+        return replies
+
+    def describe(self):
+        return {"kind": "reversing"}
+
+
+def test_gathered_env_calls_give_the_same_episodes_in_one_ranker_batch_per_turn(make_env, scripted):
+    from searchgym.backends.gather import GatheringBackend
+    from searchgym.rankers.llm import LLMRanker
+
+    def search_twice(context: str, k: int) -> str:  # sample 1 of each group answers at once; the others search twice
+        return ANSWER if k == 1 or context.count("<information>Doc") >= 2 else SEARCH
+
+    runs = {}
+    for gather in (False, True):
+        model = _ReversingRanker()
+        factory = make_env(ranker=LLMRanker(GatheringBackend(model)), candidates=5, top_k=2)
+        engine = RolloutEngine(scripted(search_twice), factory, RolloutConfig(group_size=4, gather_env_calls=gather))
+        runs[gather] = (engine.rollout([{"options": {"index": 0}}, {"options": {"index": 1}}]), model.calls)
+        engine.close()
+    (serial, serial_calls), (gathered, gathered_calls) = runs[False], runs[True]
+    assert [t.token_ids for t in serial] == [t.token_ids for t in gathered]
+    assert [[i.get("shown") for i in t.step_infos] for t in serial] == [[i.get("shown") for i in t.step_infos] for t in gathered]
+    shown = gathered[0].step_infos[0]["shown"]
+    assert [d["id"] for d in shown] == gathered[0].step_infos[0]["candidates"]["ids"][::-1][:2]  # the ranker's order
+    # 8 episodes, 6 of which search on turns 1 and 2: one call per search alone, one batch per turn gathered.
+    assert serial_calls == [1] * 12 and gathered_calls == [6, 6]

@@ -56,6 +56,8 @@ def test_each_learner_trains_end_to_end(tmp_path, learner):
         assert "e_grpo/entity_rate" in history[-1] and env.entity_match == "exact"
     if learner == "cosearch":
         assert "ranker/calls" in history[-1] and type(env.ranker).__name__ == "LLMRanker"
+        # A turn's ranker calls go to the ranker's sampler as one batch (tests/agents/test_rollout_engine.py).
+        assert trainer.engine.config.gather_env_calls and type(env.ranker.backend).__name__ == "GatheringBackend"
         assert trainer.second_model.reference is not None
 
 
