@@ -45,7 +45,9 @@ class PolicyChatBackend:
         self.max_tokens = max_tokens
         self.seed = seed
         self._calls = 0
-        self.log: dict[tuple[str, str], RankerGeneration] = {}
+        self.log: dict[tuple[str, str], list[RankerGeneration]] = {}
+        """(prompt, reply) -> the generations that produced it, oldest first: G samples of one question often
+        make the same call and get the same short reply, and each one is a call to train on."""
 
     def chat(self, conversations: Sequence[Sequence[dict]], *, max_tokens: int = 512, temperature: float = 0.0) -> list[str]:
         tok = self.policy.tokenizer
@@ -62,13 +64,20 @@ class PolicyChatBackend:
         for prompt, prompt_ids, group in zip(prompts, ids, outs):
             c = group[0]
             replies.append(c.text)
-            self.log[(prompt, c.text)] = RankerGeneration(prompt_ids + list(c.token_ids), [0] * len(prompt_ids) + [1] * len(c.token_ids), [0.0] * len(prompt_ids) + list(c.logprobs))
+            self.log.setdefault((prompt, c.text), []).append(RankerGeneration(
+                prompt_ids + list(c.token_ids), [0] * len(prompt_ids) + [1] * len(c.token_ids), [0.0] * len(prompt_ids) + list(c.logprobs)))
         return replies
 
     def take(self, messages: Sequence[dict], raw_output: str) -> RankerGeneration | None:
-        """The logged generation of one recorded call (removed from the log), or None if unknown."""
+        """The oldest logged generation of one recorded call (removed from the log), or None if unknown."""
         prompt = self.policy.tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=False)
-        return self.log.pop((prompt, raw_output), None)
+        generations = self.log.get((prompt, raw_output))
+        if not generations:
+            return None
+        generation = generations.pop(0)
+        if not generations:
+            del self.log[(prompt, raw_output)]
+        return generation
 
     def clear(self) -> None:
         self.log.clear()
@@ -93,6 +102,8 @@ class RankerTrainer:
         """A frozen copy of the ranker's starting weights, for the k3 KL."""
         self.models: dict[str, torch.nn.Module] = {"ranker": model}
         self.optimizers = {"ranker": ctx.optimizer(model)}
+        self.last_batch: cosearch.RankerBatch | None = None
+        """The last `train_step`'s scores, groups and advantages, over the whole step's calls."""
 
     gathers_env_calls = True
     """The ranker is called from inside `env.step`, through a `GatheringBackend`: the trainer steps a turn's
@@ -130,6 +141,10 @@ class RankerTrainer:
             model, self.policy.tokenizer, env, self.ranker().messages, steps=c.ranker_cold_start_steps, batch=c.ranker_cold_start_batch,
             lr=c.ranker_cold_start_lr, candidates=c.ranker_candidates, max_tokens=c.ranker_max_tokens, seed=self.ctx.seed,
             micro_batch=self.ctx.micro_batch, max_grad_norm=self.ctx.max_grad_norm, sft_step=self.ctx.supervised_step)
+        if self.ctx.synchronize is not None:
+            # Every rank ran the same seeded steps on the same examples; rank 0's weights make the replicas
+            # equal even where a device's kernels are not bit-reproducible.
+            self.ctx.synchronize(model)
         self.policy.mark_updated()
         return {"ranker_cold_start/steps": float(len(losses)), "ranker_cold_start/loss_first": losses[0],
                 "ranker_cold_start/loss_last": losses[-1]}
@@ -146,7 +161,8 @@ class RankerTrainer:
         corpus = env.unwrapped.corpus
         texts = (lambda doc_id: cosearch.relevance_text(corpus.get(doc_id).title, corpus.get(doc_id).text)) if corpus is not None else None
         questions = []
-        for i, t in enumerate(trajectories):
+        first = self.ctx.rank * len(trajectories)  # the step's index of this rank's first trajectory (equal shares)
+        for i, t in enumerate(trajectories, first):
             f1 = outcome_reward(t.step_infos, "f1") if t.step_infos else 0.0
             recorded = [s for s in t.step_infos if s.get("ranker")]
             for call, info in zip(cosearch.calls_from_trajectory(t.step_infos, texts=texts, trajectory=i), recorded):
@@ -158,13 +174,22 @@ class RankerTrainer:
                 r_main.append(f1)
                 gens.append(gen)
                 questions.append(getattr(t, "question_id", None) or call.question)
+        offset = 0
+        if self.ctx.gather_objects is not None:
+            # Distributed: every rank scores and groups the whole step's calls (in rank order, as one process
+            # would see them) and trains on its own calls' rows; the update sums the ranks' gradients.
+            shares = self.ctx.gather_objects((calls, golds, r_main, questions))
+            offset = sum(len(share[0]) for share in shares[: self.ctx.rank])
+            calls, golds, r_main, questions = ([x for share in shares for x in share[k]] for k in range(4))
         if not calls:
             return {"ranker/calls": 0.0}
         batch = cosearch.rank_batch(calls, golds, r_main, self.config, questions)
+        self.last_batch = batch
+        mine = range(offset, offset + len(gens))
         targets = LearnerBatch(
-            advantages=[torch.full((len(g.token_ids),), batch.advantages.get(i, 0.0)) for i, g in enumerate(gens)],
-            include=[i in batch.advantages for i in range(len(gens))],
-            rewards=[s.reward for s in batch.scores],
+            advantages=[torch.full((len(g.token_ids),), batch.advantages.get(i, 0.0)) for i, g in zip(mine, gens)],
+            include=[i in batch.advantages for i in mine],
+            rewards=[batch.scores[i].reward for i in mine],
         )
         model = self.models["ranker"]
         optimizer, scheduler = self.optimizers["ranker"]
@@ -182,7 +207,7 @@ class RankerTrainer:
         self.policy.mark_updated()
         return {
             "ranker/calls": float(len(calls)), "ranker/groups": float(len(batch.groups)),
-            "ranker/reward": float(np.mean(targets.rewards)), "ranker/valid_rate": float(np.mean([c.valid for c in calls])),
+            "ranker/reward": float(np.mean([s.reward for s in batch.scores])), "ranker/valid_rate": float(np.mean([c.valid for c in calls])),
             "ranker/loss": stats.loss, "ranker/clusters_dropped_small": float(batch.dropped_small),
             "ranker/clusters_dropped_flat": float(batch.dropped_flat), **cosearch.ranking_hits(calls, golds, c.hit_ks),
         }

@@ -118,10 +118,21 @@ class SecondModelContext:
     optimizer: Callable[[torch.nn.Module], tuple[Any, Any]]
     """model -> (optimizer, scheduler) with the run's learning rate and warm-up."""
     policy_gradient_step: Callable[..., Any]
-    """`agents.train.update.policy_gradient_step`."""
+    """`agents.train.update.policy_gradient_step`. In a distributed run, its data-parallel form: called by
+    every rank on its own rows, it divides by the whole step's loss denominator, leaves in `.grad` the
+    gradient summed over the ranks (the one a single process would get from all rows) and returns the
+    stats over every rank; every rank then clips and steps alike."""
     supervised_step: Callable[..., float] | None = None
     """`agents.train.sft.sft_step`: accumulates the gradient of the masked negative log-likelihood of
     examples (`token_ids`, `loss_mask`) and returns the loss; what a second model's cold start trains with."""
+    rank: int = 0
+    """This process's rank in a distributed run (0 otherwise); its trajectories are its contiguous share of
+    the step's."""
+    gather_objects: Callable[[Any], list[Any]] | None = None
+    """Distributed: every rank's object, in rank order (each rank calls it); None in one process."""
+    synchronize: Callable[[torch.nn.Module], None] | None = None
+    """Distributed: copies rank 0's weights of a model into every rank's (each rank calls it); None in one
+    process."""
 
 
 BatchFn = Callable[[Sequence[Trajectory], Any], LearnerBatch]

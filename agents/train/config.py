@@ -236,9 +236,9 @@ class TrainConfig:
         check_threads(self.threads)
         if self.eval_questions < 0 or self.checkpoint_every < 0:
             raise ConfigError("eval_questions and checkpoint_every must be >= 0")
-        if self.distributed and spec.second_model is not None:
-            raise ConfigError(f"distributed=True does not support learner={spec.name!r}: it trains a second model on calls "
-                              "grouped across the whole step's trajectories; run it in one process")
+        if self.sharding == "fsdp2" and spec.second_model is not None:
+            raise ConfigError(f"sharding='fsdp2' does not shard learner={spec.name!r}'s second model: it trains data-parallel, a whole "
+                              "replica on every rank; drop --sharding (plain --distributed) or train it in one process")
         if self.sharding not in get_args(Sharding):
             raise ConfigError(f"sharding must be one of {get_args(Sharding)}, got {self.sharding!r}")
         if self.sharding == "fsdp2":

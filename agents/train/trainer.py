@@ -32,6 +32,7 @@ import copy
 import logging
 import os
 import time
+from collections.abc import Sequence
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
@@ -127,7 +128,10 @@ class Trainer:
                 learner_config=self.learner_config, policy_model=config.model, seed=config.seed, device=config.device,
                 micro_batch=config.optim.micro_batch, max_grad_norm=config.optim.max_grad_norm,
                 load_model=lambda name, seed: setup.load_model(name, seed, config.device), optimizer=self._optimizer,
-                policy_gradient_step=policy_gradient_step, supervised_step=sft_step))
+                policy_gradient_step=policy_gradient_step if self.accelerator is None else self._data_parallel_step,
+                supervised_step=sft_step, rank=self.rank,
+                gather_objects=None if self.accelerator is None else self._gather_objects,
+                synchronize=None if self.accelerator is None else self._synchronize))
             self.models.update(self.second_model.models)
             self.optimizers.update(self.second_model.optimizers)
 
@@ -155,6 +159,27 @@ class Trainer:
         except BaseException:
             self.close()
             raise
+
+    def _data_parallel_step(self, model: torch.nn.Module, trajectories: Sequence, targets: LearnerBatch, **kwargs) -> UpdateStats:
+        """`policy_gradient_step` of a second model (a whole replica on every rank) over the whole step: this
+        rank's rows with the step's denominator, then the gradients summed over ranks (see `update`)."""
+        acc = self.accelerator
+        rows, tokens = loss_rows(trajectories, targets)
+        total_tokens, total_rows = all_reduce_sum(acc, [tokens, len(rows)])
+        denominator = total_tokens if kwargs.get("aggregation", "token-mean") == "token-mean" else total_rows
+        local = policy_gradient_step(model, trajectories, targets, denominator=denominator, **kwargs)
+        sum_gradients(acc, model.parameters())
+        return global_stats(acc, local, total_tokens)
+
+    def _gather_objects(self, obj: Any) -> list[Any]:
+        from accelerate.utils import gather_object
+
+        return gather_object([obj])
+
+    def _synchronize(self, model: torch.nn.Module) -> None:
+        if self.world > 1:
+            for tensor in model.state_dict().values():
+                torch.distributed.broadcast(tensor, src=0)
 
     def _optimizer(self, model: torch.nn.Module):
         return setup.make_optimizer(model, self.config.optim.lr, self.config.optim.warmup_steps)

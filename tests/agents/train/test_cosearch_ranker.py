@@ -123,3 +123,22 @@ def test_ranker_cold_start_is_skipped_with_a_warning_without_oracle_trajectories
     trainer.close()
     assert metrics == {"ranker_cold_start/steps": 0.0} and "no oracle trajectories" in caplog.text
     assert all(torch.equal(before[n], p) for n, p in trainer.models["ranker"].named_parameters())
+
+
+def test_identical_calls_each_keep_their_generation(tmp_path):
+    """G samples of a question often make the same ranker call and get the same reply: each is a call to
+    train on, so the backend's log keeps every generation, not the last one under a shared key."""
+    from agents.learners.cosearch_ranker import PolicyChatBackend
+
+    trainer = Trainer(tiny_config(tmp_path, learner="cosearch", steps=1))
+    try:
+        tokenizer = trainer.second_model.policy.tokenizer
+        backend = PolicyChatBackend(ScriptedRanker(trainer.models["ranker"], tokenizer, ["<reason>a</reason><rerank>[1] > [2]</rerank>"]))
+        messages = [{"role": "user", "content": "rank these"}]
+        replies = backend.chat([messages, messages]) + backend.chat([messages])
+        assert len(set(replies)) == 1
+        taken = [backend.take(messages, replies[0]) for _ in range(4)]
+        assert all(t is not None for t in taken[:3]) and taken[3] is None and backend.log == {}
+        assert taken[0].token_ids == taken[2].token_ids and sum(taken[0].loss_mask) > 0
+    finally:
+        trainer.close()

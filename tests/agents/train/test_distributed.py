@@ -100,8 +100,6 @@ def test_cold_start_under_accelerate_equals_the_plain_one(tmp_path):
 
 
 def test_bad_distributed_settings_are_config_errors(tmp_path, monkeypatch):
-    with pytest.raises(ConfigError, match="cosearch"):
-        tiny_config(tmp_path, learner="cosearch", distributed=True)
     with pytest.raises(ConfigError, match="device must be 'cpu' or 'cuda'"):
         make_accelerator("cuda:1")
     with pytest.raises(ConfigError, match="split evenly"):
