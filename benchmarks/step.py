@@ -17,11 +17,11 @@ Prints, in one run (each part can be skipped with `--skip`):
 3. `memory`: the peak RSS of the CPU preset's update (two optimizer steps of 8 trajectories of the preset's
    lengths, in a fresh process each, so nothing else counts) for the old setting and the alternatives.
 4. `ranker`: COSEARCH steps of the CPU preset's shape, the ranker's calls gathered into one batch per turn
-   (`RolloutConfig.gather_env_calls`, what the trainer does) against one call per search as they come, on two
-   trainers that start every step from the same agent and ranker weights (after one cold start of both),
-   alternately. The ranker is sampled inside the env's step, so its time is in `time/env_s`; the ranker's
-   outputs, and with them the agent's episodes, differ between the two (a batch samples other random
-   numbers), so the number of ranker calls is printed beside the times.
+   (`RolloutConfig.gather_env_calls`, what the trainer does) against one call per search as they come,
+   alternately on one trainer after one cold start of the agent and the ranker (so a step apart in
+   weights). The ranker is sampled inside the env's step, so its time is in `time/env_s`; the episodes
+   differ between the two (other weights, other random numbers), so the number of ranker calls is
+   printed beside the times and the env time is also compared per call.
 
     python -m benchmarks.step [--steps 2] [--threads N] [--skip step bound memory ranker]
     python -m benchmarks.step --skip bound memory --hops 2 3 --max-response-tokens 512   # a multi-hop shape
@@ -108,28 +108,23 @@ def bench_ranker(steps: int, threads: int | None) -> dict:
 
     rows: dict[str, list[dict]] = {"alone": [], "gathered": []}
     with tempfile.TemporaryDirectory() as tmp:
-        gathered = Trainer(_preset_config(Path(tmp) / "gathered", threads=threads, learner="cosearch"))
-        alone = Trainer(_preset_config(Path(tmp) / "alone", threads=threads, learner="cosearch"))
+        trainer = Trainer(_preset_config(Path(tmp) / "cosearch", threads=threads, learner="cosearch"))
         try:
-            assert gathered.engine.config.gather_env_calls
-            alone.engine.config = replace(alone.engine.config, gather_env_calls=False)
+            gathered = trainer.engine.config
+            assert gathered.gather_env_calls
             start = time.perf_counter()
-            gathered.cold_start()
+            trainer.cold_start()
             print(f"cold start of the agent and the ranker: {time.perf_counter() - start:.0f} s", flush=True)
-            for k in range(steps):
-                for name, model in alone.models.items():  # the same agent and ranker before every step
-                    model.load_state_dict(gathered.models[name].state_dict())
-                alone.policy.mark_updated()
-                alone.second_model.mark_restored()
-                for name, trainer in (("alone", alone), ("gathered", gathered)):
+            for k in range(steps):  # one trainer, the two ways in turn: a step apart in weights, the same memory
+                for name, config in (("alone", replace(gathered, gather_env_calls=False)), ("gathered", gathered)):
+                    trainer.engine.config = config
                     m = trainer.train_step()
                     rows[name].append(m)
                     print(f"  step {k + 1} {name}: {m['time/step_s']:.1f} s (generate {m['time/generate_s']:.1f}, env with the ranker "
                           f"{m['time/env_s']:.1f}, update {m['time/update_s']:.1f}), {m['ranker/calls']:.0f} ranker calls, "
                           f"ranker valid rate {m['ranker/valid_rate']:.2f}", flush=True)
         finally:
-            gathered.close()
-            alone.close()
+            trainer.close()
     keys = ("time/step_s", "time/env_s", "ranker/calls")
     summary: dict = {name: {k: statistics.median(m[k] for m in ms) for k in keys} for name, ms in rows.items()}
     summary["step_ratios"] = [a["time/step_s"] / g["time/step_s"] for a, g in zip(rows["alone"], rows["gathered"])]

@@ -88,7 +88,12 @@ class RolloutConfig:
     `sglang_urls`, which get the new weights after every update (the update itself stays in this process)."""
     sglang_urls: tuple[str, ...] = ()
     """SGLang servers (`http://host:port`) for `backend="sglang"`, each serving the same model with the same
-    tokenizer; each turn's prompts are dealt over them round robin."""
+    tokenizer; each turn's prompts are dealt over them round robin (`FanOutPolicy`)."""
+    sglang_router: str | None = None
+    """Instead of `sglang_urls`: the url of an SGLang router (`python -m sglang_router.launch_router`) in
+    front of the servers. Generation goes through the router, which spreads requests over its workers and
+    sends a request to another worker when one does not answer; weight pushes go to every worker the
+    router lists, and each worker's version is checked (`RouterPolicy`)."""
     weight_sync: WeightSync = "disk"
     """How new weights reach the servers: `disk`, safetensors written to `out_dir/rollout-weights` and loaded
     with `/update_weights_from_disk` (the servers must read that folder); `tensors`,
@@ -120,11 +125,19 @@ class RolloutConfig:
         if not self.sglang_timeout_s > 0:
             raise ConfigError(f"sglang_timeout_s must be > 0, got {self.sglang_timeout_s}")
         if self.backend == "hf":
+            if self.sglang_urls or self.sglang_router:
+                raise ConfigError("sglang_urls or sglang_router is set but the rollout backend is 'hf', which samples in process; "
+                                  "set backend='sglang' to use the servers")
+            return
+        if self.sglang_router is not None:
             if self.sglang_urls:
-                raise ConfigError("sglang_urls is set but the rollout backend is 'hf', which samples in process; set backend='sglang' to use the servers")
+                raise ConfigError("set sglang_urls (the servers, dealt round robin) or sglang_router (a router in front of them), not both")
+            if not isinstance(self.sglang_router, str) or not self.sglang_router.startswith(("http://", "https://")):
+                raise ConfigError(f"sglang_router must start with http:// or https://, got {self.sglang_router!r}")
             return
         if not self.sglang_urls:
-            raise ConfigError("rollout backend 'sglang' needs at least one server in sglang_urls, e.g. ('http://127.0.0.1:30000',)")
+            raise ConfigError("rollout backend 'sglang' needs at least one server in sglang_urls, e.g. ('http://127.0.0.1:30000',), "
+                              "or a router's url in sglang_router")
         for url in self.sglang_urls:
             if not isinstance(url, str) or not url.startswith(("http://", "https://")):
                 raise ConfigError(f"every sglang_urls entry must start with http:// or https://, got {url!r}")

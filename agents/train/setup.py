@@ -71,8 +71,8 @@ def make_optimizer(model: torch.nn.Module, lr: float, warmup_steps: int):
 
 
 def rollout_policy(config, policy, tokenizer, rank: int):
-    """What samples rollouts: the trained `policy` itself (`hf`), or a FanOutPolicy over SGLang clients that
-    all answer /health."""
+    """What samples rollouts: the trained `policy` itself (`hf`), a FanOutPolicy over SGLang clients that
+    all answer /health, or a RouterPolicy over an SGLang router that answers /health and lists workers."""
     c = config
     if c.rollout.backend == "hf":
         return policy
@@ -84,6 +84,18 @@ def rollout_policy(config, policy, tokenizer, rank: int):
     from agents.policies.sglang import SGLangPolicy, SGLangPolicyConfig
 
     http = HTTPConfig(timeout_s=c.rollout.sglang_timeout_s)
+    if c.rollout.sglang_router is not None:
+        from agents.policies.router import RouterPolicy, RouterPolicyConfig
+
+        router = RouterPolicy(RouterPolicyConfig(url=c.rollout.sglang_router, http=http), tokenizer=tokenizer)
+        if not router.health(timeout_s=min(10.0, c.rollout.sglang_timeout_s)):
+            router.close()
+            raise BackendError(f"no SGLang router answers /health at {c.rollout.sglang_router}; start it first "
+                               "(python -m sglang_router.launch_router, see docs/learners.md) or fix sglang_router")
+        if not router.workers():
+            router.close()
+            raise BackendError(f"the SGLang router at {c.rollout.sglang_router} lists no workers; start it with --worker-urls")
+        return router
     fan = FanOutPolicy([SGLangPolicy(SGLangPolicyConfig(url=url, http=http), tokenizer=tokenizer) for url in c.rollout.sglang_urls])
     fan.assign(rank)  # ranks start their round robin on different servers
     down = [m.config.url for m in fan.members if not m.health(timeout_s=min(10.0, c.rollout.sglang_timeout_s))]

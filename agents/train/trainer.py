@@ -110,7 +110,7 @@ class Trainer:
         self.policy = HFPolicy(self.model, self.tokenizer, config=HFPolicyConfig(
             model=config.model, seed=config.seed, reuse_kv=config.rollout.reuse_kv, max_batch_rows=config.rollout.max_batch_rows))
         self.rollout_policy = setup.rollout_policy(config, self.policy, self.tokenizer, self.rank)
-        """What samples rollouts and evaluations: `self.policy` (hf), or a FanOutPolicy over SGLang clients."""
+        """What samples rollouts and evaluations: `self.policy` (hf), a FanOutPolicy over SGLang clients, or a RouterPolicy."""
         self.models: dict[str, torch.nn.Module] = {"policy": self.model}
         self.optimizers = {"policy": self._optimizer(self.sharded.root if self.sharded else self.model)}
         self.wrapped = self.model

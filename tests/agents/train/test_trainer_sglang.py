@@ -236,6 +236,13 @@ def test_config_rejects_bad_backend_combinations():
     with pytest.raises(ConfigError, match="sglang_timeout_s"):
         RolloutConfig(sglang_timeout_s=0)
     assert RolloutConfig(backend="sglang", sglang_urls=["http://a:1", "http://b:2"]).sglang_urls == ("http://a:1", "http://b:2")
+    with pytest.raises(ConfigError, match="not both"):
+        RolloutConfig(backend="sglang", sglang_urls=("http://a:1",), sglang_router="http://r:3")
+    with pytest.raises(ConfigError, match="sglang_router must start with http"):
+        RolloutConfig(backend="sglang", sglang_router="r:3")
+    with pytest.raises(ConfigError, match="rollout backend is 'hf'"):
+        RolloutConfig(sglang_router="http://r:3")
+    assert RolloutConfig(backend="sglang", sglang_router="http://r:3").sglang_router == "http://r:3"
 
 
 @pytest.mark.parametrize("flags", [
@@ -252,6 +259,43 @@ def test_the_cli_builds_the_backend_options(flags):
     assert config.rollout.sglang_urls == ("http://127.0.0.1:30000", "http://127.0.0.1:30001") and config.rollout.weight_sync == "tensors"
     with pytest.raises(SystemExit):
         parser.parse_args(["train", "--rollout.backend", "vllm"])
+
+
+@pytest.mark.server
+@pytest.mark.slow
+def test_rollouts_through_sglang_router_reach_both_workers_and_so_do_the_weights(tmp_path, fakes):
+    import importlib.util
+
+    from agents.policies.router import RouterPolicy
+    from agents.policies.router_server import SGLangRouter, SGLangRouterConfig
+
+    if importlib.util.find_spec("sglang_router") is None:
+        pytest.skip("sglang-router is not installed (pip install 'searchgym[router]')")
+    router = SGLangRouter(SGLangRouterConfig(worker_urls=tuple(f.url for f in fakes), policy="round_robin",
+                                             extra_args=("--health-check-interval-secs", "300", "--log-level", "warn")))
+    try:
+        router.start()
+    except BackendError as e:
+        pytest.skip(f"sglang-router would not start here: {e}")
+    try:
+        config = sglang_config(tmp_path, ["http://127.0.0.1:1"], steps=1, questions_per_step=4)
+        trainer = Trainer(replace(config, rollout=replace(config.rollout, sglang_urls=(), sglang_router=router.url)))
+        try:
+            assert isinstance(trainer.rollout_policy, RouterPolicy)
+            trainer.cold_start()
+            for f in fakes:
+                f.calls.clear()
+            before = weights(trainer.model)
+            metrics = trainer.train_step()
+            assert not same_weights(before, weights(trainer.model)) and metrics["rollout/sampled_tokens"] > 0
+            for f in fakes:  # the router spread the rollouts, and the push after the update reached each worker
+                assert generate_bodies(f) and f.weight_version == "3"
+                assert same_weights(weights(f.policy.model), weights(trainer.model))
+            assert metrics["loss/ratio_mean"] == pytest.approx(1.0, abs=1e-4)
+        finally:
+            trainer.close()
+    finally:
+        router.stop()
 
 
 def test_an_unreachable_server_is_a_typed_error_in_bounded_time(tmp_path):
