@@ -16,14 +16,15 @@ Prints, in one run (each part can be skipped with `--skip`):
    excluded) and its fraction of the bound.
 3. `memory`: the peak RSS of the CPU preset's update (two optimizer steps of 8 trajectories of the preset's
    lengths, in a fresh process each, so nothing else counts) for the old setting and the alternatives.
-4. `ranker`: COSEARCH steps of the CPU preset's shape, the ranker's calls gathered into one batch per turn
-   (`RolloutConfig.gather_env_calls`, what the trainer does) against one call per search as they come,
-   alternately on one trainer after one cold start of the agent and the ranker (so a step apart in
-   weights). The ranker is sampled inside the env's step, so its time is in `time/env_s`; the episodes
-   differ between the two (other weights, other random numbers), so the number of ranker calls is
-   printed beside the times and the env time is also compared per call.
+4. `ranker`: COSEARCH's ranker calls of one turn, one `chat` per search as the env makes them, against the
+   same calls gathered into one batch (`searchgym.backends.gather`, what the trainer does for COSEARCH):
+   SmolLM2-135M as the ranker at its sampling temperature and token budget, on the oracle searches of
+   2-hop training questions (5 candidates, k = 2), for 8 calls (a `cpu` preset turn: 2 questions x 4)
+   and 32 (a `cpu-learn` turn: 4 x 8); each way twice, in turn, with the sampled tokens printed beside
+   the times (the replies are sampled, so the work differs a little).
 
     python -m benchmarks.step [--steps 2] [--threads N] [--skip step bound memory ranker]
+    python -m benchmarks.step --skip step bound memory --threads 1   # the ranker's calls only
     python -m benchmarks.step --skip bound memory --hops 2 3 --max-response-tokens 512   # a multi-hop shape
 """
 
@@ -101,37 +102,59 @@ def bench_step(steps: int, threads: int | None, new_update: dict, **shape) -> di
     return summary
 
 
-def bench_ranker(steps: int, threads: int | None) -> dict:
-    from dataclasses import replace
+def bench_ranker(sizes: tuple[int, ...], threads: int | None, repeats: int = 2) -> dict:
+    import gymnasium as gym
 
-    from agents.train.trainer import Trainer
+    import searchgym  # noqa: F401  (registers the env ids)
+    from agents.learners import CoSearchConfig
+    from agents.learners.cosearch_ranker import PolicyChatBackend
+    from agents.models import load_model_and_tokenizer
+    from agents.policies.hf import HFPolicy, HFPolicyConfig
+    from benchmarks.learners import PRESETS
+    from benchmarks.ranker_cold_start import held_out
+    from searchgym.backends.gather import GatheringBackend, step_side_by_side
+    from searchgym.rankers.llm import LLMRanker, LLMRankerConfig
 
-    rows: dict[str, list[dict]] = {"alone": [], "gathered": []}
-    with tempfile.TemporaryDirectory() as tmp:
-        trainer = Trainer(_preset_config(Path(tmp) / "cosearch", threads=threads, learner="cosearch"))
-        try:
-            gathered = trainer.engine.config
-            assert gathered.gather_env_calls
-            start = time.perf_counter()
-            trainer.cold_start()
-            print(f"cold start of the agent and the ranker: {time.perf_counter() - start:.0f} s", flush=True)
-            for k in range(steps):  # one trainer, the two ways in turn: a step apart in weights, the same memory
-                for name, config in (("alone", replace(gathered, gather_env_calls=False)), ("gathered", gathered)):
-                    trainer.engine.config = config
-                    m = trainer.train_step()
-                    rows[name].append(m)
-                    print(f"  step {k + 1} {name}: {m['time/step_s']:.1f} s (generate {m['time/generate_s']:.1f}, env with the ranker "
-                          f"{m['time/env_s']:.1f}, update {m['time/update_s']:.1f}), {m['ranker/calls']:.0f} ranker calls, "
-                          f"ranker valid rate {m['ranker/valid_rate']:.2f}", flush=True)
-        finally:
-            trainer.close()
-    keys = ("time/step_s", "time/env_s", "ranker/calls")
-    summary: dict = {name: {k: statistics.median(m[k] for m in ms) for k in keys} for name, ms in rows.items()}
-    summary["step_ratios"] = [a["time/step_s"] / g["time/step_s"] for a, g in zip(rows["alone"], rows["gathered"])]
-    # Per ranker call, so that steps with more searches on one side do not count against it.
-    summary["env_per_call_ratios"] = [(a["time/env_s"] / max(a["ranker/calls"], 1)) / (g["time/env_s"] / max(g["ranker/calls"], 1))
-                                      for a, g in zip(rows["alone"], rows["gathered"])]
-    return summary
+    p, c = PRESETS["cpu"], CoSearchConfig()
+    env = gym.make("SearchQA-Synthetic-v0", split="train", num_entities=p.num_entities, hops=(2,), top_k=p.top_k, seed=0,
+                   num_questions=max(sizes))
+    requests = [r.request for r in held_out(env, max(sizes), c.ranker_candidates, False)]
+    model, tok = load_model_and_tokenizer(p.model, dtype="float32")
+    backend = PolicyChatBackend(HFPolicy(model, tok, config=HFPolicyConfig(seed=1, max_batch_rows=max(sizes))),
+                                temperature=c.ranker_temperature, max_tokens=c.ranker_max_tokens, seed=0)
+    ranker = LLMRanker(GatheringBackend(backend), LLMRankerConfig(max_doc_chars=c.ranker_max_doc_chars, max_tokens=c.ranker_max_tokens,
+                                                                  temperature=c.ranker_temperature))
+
+    def rank(r):
+        return ranker.rank(r.question, r.query, r.candidates, r.k)
+
+    def timed(run) -> tuple[float, int]:
+        backend.clear()
+        start = time.perf_counter()
+        run()
+        seconds = time.perf_counter() - start
+        return seconds, sum(sum(g.loss_mask) for gens in backend.log.values() for g in gens)
+
+    rank(requests[0])  # warm-up
+    out: dict = {"sizes": {}}
+    for n in sizes:
+        batch = requests[:n]
+        rows: dict[str, list[tuple[float, int]]] = {"alone": [], "gathered": []}
+        for _ in range(repeats):  # in turn, so a shared machine's drift hits both alike
+            rows["alone"].append(timed(lambda: [rank(r) for r in batch]))
+            rows["gathered"].append(timed(lambda: step_side_by_side(rank, batch)))
+        summary = {name: {"seconds": statistics.median(s for s, _ in rs), "sampled_tokens": statistics.median(t for _, t in rs)}
+                   for name, rs in rows.items()}
+        for name in rows:
+            summary[name]["tok_s"] = summary[name]["sampled_tokens"] / summary[name]["seconds"]
+        summary["ratio_alone_over_gathered"] = summary["alone"]["seconds"] / summary["gathered"]["seconds"]
+        out["sizes"][n] = summary
+        print(f"  {n} calls: one at a time {summary['alone']['seconds']:.1f} s ({summary['alone']['sampled_tokens']:.0f} tokens, "
+              f"{summary['alone']['tok_s']:.1f} tok/s), gathered {summary['gathered']['seconds']:.1f} s "
+              f"({summary['gathered']['sampled_tokens']:.0f} tokens, {summary['gathered']['tok_s']:.1f} tok/s): "
+              f"{summary['ratio_alone_over_gathered']:.2f}x", flush=True)
+    env.close()
+    return out
 
 
 def _best_seconds(fn, repeats: int) -> float:
@@ -249,7 +272,7 @@ def bench_memory(threads: int | None) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--steps", type=int, default=2, help="RL steps per path (parts 1 and 4)")
+    p.add_argument("--steps", type=int, default=2, help="RL steps per path (part 1)")
     p.add_argument("--threads", type=int, default=None, help="threads for torch and BLAS (default: the physical cores)")
     p.add_argument("--skip", nargs="*", default=[], choices=["step", "bound", "memory", "ranker"])
     p.add_argument("--micro-batch", type=int, default=4, help="the new path's update micro-batch (part 1)")
@@ -296,16 +319,8 @@ def main(argv: list[str] | None = None) -> int:
         print("\n== 3. Peak RSS of the CPU preset's update (a fresh process each)", flush=True)
         results["memory"] = bench_memory(args.threads)
     if "ranker" not in args.skip:
-        print("\n== 4. COSEARCH step of the CPU preset's shape: ranker calls one at a time vs gathered per turn, alternated", flush=True)
-        r = bench_ranker(args.steps, args.threads)
-        results["ranker"] = r
-        for name in ("alone", "gathered"):
-            m = r[name]
-            print(f"{name}: step {m['time/step_s']:.1f} s, env with the ranker {m['time/env_s']:.1f} s, {m['ranker/calls']:.0f} ranker calls "
-                  "(medians)")
-        print(f"COSEARCH step ratio alone / gathered: {statistics.median(r['step_ratios']):.2f}x (per step: "
-              f"{', '.join(f'{x:.2f}' for x in r['step_ratios'])}); env time per ranker call: "
-              f"{statistics.median(r['env_per_call_ratios']):.2f}x", flush=True)
+        print("\n== 4. COSEARCH's ranker calls of one turn: one at a time vs gathered into one batch", flush=True)
+        results["ranker"] = bench_ranker((8, 32), args.threads)
     if args.out:
         Path(args.out).write_text(json.dumps(results, indent=2, default=str))
     return 0
