@@ -116,10 +116,12 @@ def test_a_budget_bounds_the_whole_call(server):
     with pytest.raises(RetrievalTimeout, match="within the 0.5 s budget"):
         client.request("POST", "/ask", {}, timeout_s=0.5, budget_s=0.5, retries=5, backoff_s=0.01)
     assert len(server.requests) == 1  # the budget was spent on the first attempt: no second one
-    # Failures that keep coming stop when the next wait would overrun the budget, retries left or not.
+    # Failures that keep coming stop when the next wait would overrun the budget, retries left or not. On a
+    # busy machine the last attempt may instead start with almost no budget left and time out: either way
+    # the budget ends the call with a typed timeout that names it.
     server.requests.clear()
     server.script = [(503, b"busy")]
-    with pytest.raises(RetrievalTimeout, match="budget ran out"):
+    with pytest.raises(RetrievalTimeout, match=r"the 0\.5 s budget"):
         client.request("POST", "/ask", {}, timeout_s=5.0, budget_s=0.5, retries=50, backoff_s=0.2)
     assert 1 <= len(server.requests) < 50
 

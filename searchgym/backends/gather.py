@@ -12,9 +12,11 @@ wait, in step order, whatever the threads' timing, so seeded sampling stays repr
 calls twice (a retry) joins the next batch. Outside `step_side_by_side` a `GatheringBackend` passes
 every call straight through.
 
-    >>> backend = GatheringBackend(my_backend)                                     # doctest: +SKIP
-    >>> envs = [gym.make("SearchQA-Synthetic-v0", ranker=LLMRanker(backend)) for _ in range(8)]
-    >>> results = step_side_by_side(lambda env: env.step(action), envs)           # doctest: +SKIP
+    backend = GatheringBackend(my_backend)  # any ChatBackend
+    envs = [gym.make("SearchQA-Synthetic-v0", ranker=LLMRanker(backend)) for _ in range(8)]
+    results = step_side_by_side(lambda env: env.step(action), envs)  # the searches' ranker calls: one batch
+
+(a runnable example is in docs/scaling-retrieval.md).
 """
 
 from __future__ import annotations
