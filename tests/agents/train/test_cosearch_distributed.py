@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -24,10 +23,9 @@ from agents.learners import CoSearchConfig
 from agents.policies.base import Completion
 from agents.rollout.batch import token_logprobs
 from agents.train.trainer import Trainer
-from tests.agents.train.test_distributed import _free_port, grads, weights
+from tests.agents.train.test_distributed import grads, run_two_ranks, weights
 from tests.agents.train.test_trainer import tiny_config
 
-ROOT = Path(__file__).resolve().parents[3]
 REPLIES = [
     "<reason>a</reason><rerank>[1] > [2]</rerank>",
     "<reason>b</reason><rerank>[2] > [1]</rerank>",
@@ -105,17 +103,7 @@ def test_two_ranks_group_the_whole_steps_ranker_calls_and_update_like_one(tmp_pa
     assert expected["groups"] == [list(range(8))] and metrics["ranker/calls"] == 8  # one cluster over both halves
     assert len(set(expected["advantages"].values())) > 1
 
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    env.pop("WORLD_SIZE", None)
-    cmd = [launcher, "--nproc_per_node", "2", "--master_addr", "127.0.0.1", "--master_port", str(_free_port()),
-           "-m", "tests.agents.train.test_cosearch_distributed", str(tmp_path)]
-    try:
-        done = subprocess.run(cmd, check=False, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
-    except subprocess.TimeoutExpired as e:
-        pytest.fail(f"the 2-process run did not finish in 240 s: {(e.stderr or '')[-2000:]}")
-    if done.returncode != 0 and "Errno 97" in done.stderr:
-        pytest.skip("torch.distributed cannot open a gloo socket here")
-    assert done.returncode == 0, done.stderr[-4000:]
+    run_two_ranks(launcher, "tests.agents.train.test_cosearch_distributed", tmp_path, timeout_s=240)
 
     for rank in (0, 1):
         got = json.loads((tmp_path / f"rank{rank}.json").read_text())

@@ -133,6 +133,22 @@ def _write_batch(path: Path, trajectories, targets: LearnerBatch) -> None:
     }, path)
 
 
+def run_two_ranks(launcher: str, module: str, folder: Path, timeout_s: int) -> None:
+    """`torchrun` 2 processes of `python -m module folder` on loopback; fails with their stderr, skips where
+    gloo cannot open a socket. (`accelerate launch --cpu` starts several CPU processes only through mpirun;
+    torchrun starts them directly, and the trainer's Accelerator(cpu=True) then joins them over gloo.)"""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    env.pop("WORLD_SIZE", None)
+    cmd = [launcher, "--nproc_per_node", "2", "--master_addr", "127.0.0.1", "--master_port", str(_free_port()), "-m", module, str(folder)]
+    try:
+        done = subprocess.run(cmd, check=False, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(f"the 2-process run did not finish in {timeout_s} s: {(e.stderr or '')[-2000:]}")
+    if done.returncode != 0 and "Errno 97" in done.stderr:
+        pytest.skip("torch.distributed cannot open a gloo socket here")
+    assert done.returncode == 0, done.stderr[-4000:]
+
+
 class _Row:
     def __init__(self, token_ids, loss_mask, logprobs):
         self.token_ids, self.loss_mask, self.logprobs = token_ids, loss_mask, logprobs
@@ -154,19 +170,7 @@ def test_two_processes_update_like_one_and_only_rank_0_writes(tmp_path):
     finally:
         ref.close()
 
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    env.pop("WORLD_SIZE", None)
-    # `accelerate launch --cpu` starts several CPU processes only through mpirun; torchrun starts them
-    # directly, and the trainer's Accelerator(cpu=True) then joins them over gloo (MULTI_CPU).
-    cmd = [launcher, "--nproc_per_node", "2", "--master_addr", "127.0.0.1", "--master_port", str(_free_port()),
-           "-m", "tests.agents.train.test_distributed", str(tmp_path)]
-    try:
-        done = subprocess.run(cmd, check=False, cwd=ROOT, env=env, capture_output=True, text=True, timeout=150)
-    except subprocess.TimeoutExpired as e:
-        pytest.fail(f"the 2-process run did not finish in 150 s: {(e.stderr or '')[-2000:]}")
-    if done.returncode != 0 and "Errno 97" in done.stderr:
-        pytest.skip("torch.distributed cannot open a gloo socket here")
-    assert done.returncode == 0, done.stderr[-4000:]
+    run_two_ranks(launcher, "tests.agents.train.test_distributed", tmp_path, timeout_s=150)
 
     reports = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
     # The update: each rank had half the batch; the summed gradient gives the single-process weights.
