@@ -149,6 +149,18 @@ def run_two_ranks(launcher: str, module: str, folder: Path, timeout_s: int) -> N
     assert done.returncode == 0, done.stderr[-4000:]
 
 
+def assert_update_matches(got: dict, expected_weights: dict, expected_grads: dict, rank: int) -> None:
+    """A rank's summed gradients and updated weights (`got["grads"]`, `got["weights"]`) against one process's
+    update over the whole batch (lr 1e-3)."""
+    assert got["grads"].keys() == expected_grads.keys()
+    for k in expected_grads:
+        torch.testing.assert_close(got["grads"][k], expected_grads[k], rtol=1e-4, atol=1e-7, msg=f"rank {rank}: {k}")
+    # Adam's first step is about lr * sign(grad): a gradient entry within rounding of 0 can flip sign
+    # when the two halves are summed in another order, so a weight may differ by up to 2 * lr.
+    diffs = torch.cat([(got["weights"][k] - expected_weights[k]).abs().reshape(-1) for k in expected_weights])
+    assert float((diffs > 1e-5).float().mean()) < 1e-3 and float(diffs.max()) <= 2.1e-3
+
+
 class _Row:
     def __init__(self, token_ids, loss_mask, logprobs):
         self.token_ids, self.loss_mask, self.logprobs = token_ids, loss_mask, logprobs
@@ -179,14 +191,7 @@ def test_two_processes_update_like_one_and_only_rank_0_writes(tmp_path):
         assert r["loss_tokens"] == stats.loss_tokens
         assert r["loss"] == pytest.approx(stats.loss, rel=1e-5, abs=1e-7)
     for rank in (0, 1):
-        got = torch.load(tmp_path / f"update-rank{rank}.pt", weights_only=True)
-        assert got["grads"].keys() == expected_grads.keys()
-        for k in expected_grads:
-            torch.testing.assert_close(got["grads"][k], expected_grads[k], rtol=1e-4, atol=1e-7, msg=f"rank {rank}: {k}")
-        # Adam's first step is about lr * sign(grad): a gradient entry within rounding of 0 can flip sign
-        # when the two halves are summed in another order, so a weight may differ by up to 2 * lr.
-        diffs = torch.cat([(got["weights"][k] - expected[k]).abs().reshape(-1) for k in expected])
-        assert float((diffs > 1e-5).float().mean()) < 1e-3 and float(diffs.max()) <= 2.1e-3
+        assert_update_matches(torch.load(tmp_path / f"update-rank{rank}.pt", weights_only=True), expected, expected_grads, rank)
     # The training step: rank 0 alone logged and checkpointed; both ranks hold the same weights after it.
     assert [r["saves"] for r in reports] == [1, 0]
     lines = (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
