@@ -231,6 +231,20 @@ def plan(shapes: list[ModelShape], *, gpu_counts: tuple[int, ...], tokens: int, 
     ]
 
 
+def preset_estimate(name: str, gpu_gb: float = 80.0) -> dict[str, Any]:
+    """The estimate of a `python -m agents train --preset NAME` layout on its GPUs, at its micro-batch's
+    longest tokens, with checkpointing as the preset sets it, and whether the co-located SGLang server it
+    plans for fits beside the update (`fits_with_server`)."""
+    from agents.train.presets import get_preset
+
+    preset = get_preset(name)
+    row = estimate(SHAPES[preset.shape], gpus=preset.processes, strategy=preset.strategy, tokens=preset.micro_batch_tokens, gpu_gb=gpu_gb)
+    ckpt = bool(preset.values.get("optim.gradient_checkpointing"))
+    update = row["total_ckpt_gb"] if ckpt else row["total_gb"]
+    return {**row, "preset": name, "checkpointing": ckpt, "update_gb": update, "server_gb": preset.server_gb,
+            "fits_with_server": update + preset.server_gb <= gpu_gb}
+
+
 @dataclass(frozen=True)
 class MeasureConfig:
     """One measured update and decode run."""
@@ -461,6 +475,16 @@ def table(estimates: list[dict[str, Any]], measured: list[dict[str, Any]], gpu_g
     return "\n".join(lines)
 
 
+def preset_table(rows: list[dict[str, Any]], gpu_gb: float) -> str:
+    head = ["preset", "shape", "GPUs", "strategy", "tokens / micro-batch", "ckpt", "update GB", "SGLang server GB", "total GB", "fits"]
+    lines = [f"estimated, GB per GPU of {gpu_gb:g} GB (fp32 weights, grads, Adam; activations of one micro-batch)", _md(head),
+             _md(["---", "---", "---:", "---", "---:", "---", "---:", "---:", "---:", "---"])]
+    for r in rows:
+        lines.append(_md([r["preset"], r["shape"], r["gpus"], r["strategy"], r["tokens"], _yes(r["checkpointing"]), f"{r['update_gb']:.1f}",
+                          f"{r['server_gb']:.1f}", f"{r['update_gb'] + r['server_gb']:.1f}", _yes(r["fits_with_server"])]))
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--shapes", nargs="+", choices=list(SHAPES), default=list(PAPER_SHAPES))
@@ -489,7 +513,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--decode-prompt", type=int, default=256)
     p.add_argument("--decode-new", type=int, default=64)
     p.add_argument("--out", type=Path, default=None, help="write every row as JSON here")
+    p.add_argument("--preset", nargs="+", default=None, metavar="NAME",
+                   help="only estimate these `python -m agents train --preset` layouts (gpu-1.7b, gpu-8b), server included")
     args = p.parse_args(argv)
+    if args.preset:
+        rows = [preset_estimate(n, args.gpu_gb) for n in args.preset]
+        print(preset_table(rows, args.gpu_gb))
+        if args.out:
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(json.dumps({"presets": rows}, indent=1))
+        return 0
     shapes = [SHAPES[n] for n in args.shapes]
     estimates = plan(shapes, gpu_counts=tuple(args.gpus), tokens=args.tokens, gpu_gb=args.gpu_gb)
     measured: list[dict[str, Any]] = []

@@ -17,12 +17,16 @@ import typing
 from agents.cli.dataclass_args import add_dataclass_arguments, dataclass_from_args, field_docs, option_kwargs
 from agents.learners.registry import get_learner, learner_names
 from agents.train.config import FLAT_ALIASES, TrainConfig
+from agents.train.presets import PRESETS, get_preset, world_size
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("train", help="train a reference learner (GRPO, CW-GRPO, E-GRPO, COSEARCH)",
                        description="Train one learner; every option is a TrainConfig field or a field of the learner's config.")
     add_learner_arguments(p)
+    p.add_argument("--preset", choices=list(PRESETS), default=None,
+                   help="start from a named layout (flags given here win over it): "
+                   + "; ".join(f"{n}: {preset.summary}" for n, preset in PRESETS.items()) + " (agents/train/presets.py)")
     add_dataclass_arguments(p, TrainConfig, skip=("learner",), aliases={v: k for k, v in FLAT_ALIASES.items()})
     p.set_defaults(func=run)
 
@@ -68,6 +72,9 @@ def learner_from_args(args: argparse.Namespace):
 
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
+    """The run's `TrainConfig`: the flags given, then the preset's values (`--preset`), then the defaults."""
+    if getattr(args, "preset", None):
+        get_preset(args.preset).apply(args)
     return dataclass_from_args(TrainConfig, args, learner=learner_from_args(args))
 
 
@@ -75,6 +82,8 @@ def run(args: argparse.Namespace) -> int:
     from agents.train.trainer import Trainer
 
     config = config_from_args(args)
+    if args.preset:
+        get_preset(args.preset).check_processes(world_size())
     trainer = Trainer(config)
     try:
         before = trainer.evaluate() if config.eval_questions and trainer.step == 0 else None
