@@ -33,6 +33,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import shutil
 import time
 from dataclasses import asdict, dataclass, replace
 from functools import partial
@@ -233,12 +235,13 @@ def _train(trainer, learner: str) -> list[dict[str, float]]:
 
 
 def train_config(preset: Preset, steps: int, seed: int, out: Path, backend: dict, threads: int | None, learner: str, model: str,
-                 run: str, cold_start_steps: int = 0) -> TrainConfig:
-    """The `TrainConfig` of one run of a seed of `preset`: the cold start (`cold_start_steps` > 0) or a learner."""
+                 run: str, cold_start_steps: int = 0, resume: bool = False) -> TrainConfig:
+    """The `TrainConfig` of one run of a seed of `preset`: the cold start (`cold_start_steps` > 0) or a learner.
+    `resume`: checkpoint after every RL step and continue from the newest checkpoint (`--resume`)."""
     env_options = {"template": preset.template} if preset.template else {}
     return TrainConfig(
         learner=learner, model=model, steps=steps, questions_per_step=preset.questions, eval_questions=preset.eval_questions,
-        seed=seed, out_dir=str(out / run), resume=False, checkpoint_every=0, device=backend.get("device", "cpu"), threads=threads,
+        seed=seed, out_dir=str(out / run), resume=resume, checkpoint_every=1 if resume else 0, device=backend.get("device", "cpu"), threads=threads,
         env=EnvConfig(num_entities=preset.num_entities, hops=preset.hops, top_k=preset.top_k, max_turns=preset.max_turns,
                       world_seed=preset.world_seed, options=env_options),
         rollout=RolloutConfig(group_size=preset.group, max_turn_tokens=preset.max_turn_tokens,
@@ -248,10 +251,13 @@ def train_config(preset: Preset, steps: int, seed: int, out: Path, backend: dict
 
 
 def _run_seed(preset: Preset, learners: list[str], steps: int, seed: int, out: Path, backend: dict | None = None,
-              hotpotqa: str | None = None, start: tuple[Path, dict] | None = None, threads: int | None = None) -> dict:
+              hotpotqa: str | None = None, start: tuple[Path, dict] | None = None, threads: int | None = None,
+              resume: bool = False) -> dict:
     """Base eval, cold start, start eval, then each learner from the same start; returns this seed's results.
     `start`: (the start policy's folder, the results of the seed that made it) to begin from instead of a
-    cold start of this seed's own (`Preset.shared_start`)."""
+    cold start of this seed's own (`Preset.shared_start`). `resume`: keep what an earlier run of the same
+    command finished (the start policy and its evaluation, each learner's result) and continue each
+    unfinished learner from its newest checkpoint."""
     from agents.models import save_model
     from agents.train.trainer import Trainer
 
@@ -259,9 +265,10 @@ def _run_seed(preset: Preset, learners: list[str], steps: int, seed: int, out: P
     if preset.workers > 1:  # the learners' processes share the threads; the cold start and its evaluation have them all
         from searchgym.threads import physical_cores
 
-        learner_config = partial(train_config, preset, steps, seed, out, backend or {}, max(1, (threads or physical_cores()) // preset.workers))
+        learner_config = partial(train_config, preset, steps, seed, out, backend or {}, max(1, (threads or physical_cores()) // preset.workers),
+                                 resume=resume)
     else:
-        learner_config = config
+        learner_config = partial(config, resume=resume)
 
     t0 = time.perf_counter()
     if start is not None:
@@ -270,8 +277,16 @@ def _run_seed(preset: Preset, learners: list[str], steps: int, seed: int, out: P
         shown = f"test EM {results['start']['eval']['eval/em']:.3f}" if "eval" in results["start"] else "evaluated by the run that made it"
         print(f"[start policy] shared: {start_dir} ({shown})", flush=True)
         return _train_learners(preset, learners, results, start_dir, learner_config, hotpotqa, t0)
-    starter = _load(Trainer, config("grpo", preset.model, "cold_start", cold_start_steps=preset.cold_start_steps), "base policy",
-                    preset.model)
+    start_dir = out / "cold_start" / "model"
+    saved_start = out / "cold_start" / "start.json"
+    start_config = config("grpo", preset.model, "cold_start", cold_start_steps=preset.cold_start_steps)
+    if resume and saved_start.is_file() and start_dir.is_dir():
+        _check_same_setting(out / "cold_start" / "setting.json", _setting(start_config, RL_ONLY), "start policy")
+        results = json.loads(saved_start.read_text())
+        print(f"[start policy] resumed: {start_dir}, cold-started and evaluated by an earlier run (test EM "
+              f"{results['start']['eval']['eval/em']:.3f})", flush=True)
+        return _train_learners(preset, learners, results, start_dir, learner_config, hotpotqa, t0)
+    starter = _load(Trainer, start_config, "base policy", preset.model)
     fingerprint = trainer_eval_fingerprint(starter)  # every policy of this seed is evaluated on this env
     results: dict = {"fingerprint": fingerprint}  # what benchmarks.compare rebuilds and checks
     if preset.eval_base:
@@ -281,7 +296,6 @@ def _run_seed(preset: Preset, learners: list[str], steps: int, seed: int, out: P
               f"searches/ep {base_eval['eval/searches']:.2f} ({time.perf_counter() - t0:.0f} s)", flush=True)
     losses = _cold_start(starter)
     print(f"[cold start] {preset.cold_start_steps} supervised steps on oracle trajectories: NLL {losses[0]:.3f} -> {losses[-1]:.3f}", flush=True)
-    start_dir = out / "cold_start" / "model"
     save_model(starter.model, starter.tokenizer, start_dir)
     start_eval, start_em = _evaluate(starter, "start policy", preset.eval_samples)
     start_hotpotqa = hotpotqa_eval(starter, hotpotqa, preset.eval_questions) if hotpotqa else None
@@ -296,6 +310,8 @@ def _run_seed(preset: Preset, learners: list[str], steps: int, seed: int, out: P
         results["start"]["hotpotqa"] = start_hotpotqa
         print(f"[start policy] HotpotQA: EM {start_hotpotqa['hotpotqa/em']:.3f}, F1 {start_hotpotqa['hotpotqa/f1']:.3f}", flush=True)
     results["start"]["model"] = str(start_dir)
+    _write_json(out / "cold_start" / "setting.json", _setting(start_config, RL_ONLY))  # what --resume keeps
+    _write_json(saved_start, results)
     return _train_learners(preset, learners, results, start_dir, learner_config, hotpotqa, t0)
 
 
@@ -359,14 +375,62 @@ def _worker_start() -> None:
     hf_logging.disable_progress_bar()
 
 
+def _write_json(path: Path, value) -> None:
+    """`path` holds all of `value` or what it held before: a run killed mid-write leaves no half file to resume from."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(value, indent=1))
+    os.replace(tmp, path)
+
+
+RESUME_FREE = ("threads", "resume", "checkpoint_every")
+"""`TrainConfig` fields a resumed learner may change: how many threads compute it and whether it checkpoints
+do not change what it learns."""
+
+
+RL_ONLY = ("steps", "questions_per_step", "learner", "learner_name", "optim.lr", "optim.warmup_steps", "rollout.group_size")
+"""Fields of the cold start's `TrainConfig` that only its RL steps would read: a start policy is reused by
+`--resume` whatever they are."""
+
+
+def _setting(config: TrainConfig, leave_out: tuple[str, ...] = ()) -> dict:
+    """What a run's result depends on: its config, flattened (`optim.lr`), without `RESUME_FREE` and `leave_out`."""
+    from agents.train.setup import jsonable_config
+    from benchmarks.fingerprint import flatten
+
+    return {k: v for k, v in flatten(jsonable_config(config)).items() if k not in RESUME_FREE + leave_out}
+
+
+def _check_same_setting(path: Path, setting: dict, learner: str) -> None:
+    """Refuse to resume a run whose earlier run (its `setting.json`) had another setting."""
+    if not path.is_file():
+        return
+    before, now = json.loads(path.read_text()), setting
+    differ = sorted(k for k in {**before, **now} if before.get(k) != now.get(k))
+    if differ:
+        raise ConfigError(f"[{learner}] --resume found an earlier run in {path.parent} with another setting ({', '.join(differ)} differ): "
+                          "give another --out, or delete that folder to start it again")
+
+
 def learner_result(config: TrainConfig, learner: str, eval_samples: int, hotpotqa: str | None,
                    fingerprint: dict | None = None) -> tuple[dict, dict]:
     """One learner trained by `config` and evaluated: its results entry, and its evaluation env's fingerprint
-    (checked against `fingerprint`, the start policy's, before training when given)."""
+    (checked against `fingerprint`, the start policy's, before training when given). With `config.resume`, a
+    learner that an earlier run of the same setting finished is read back from its `result.json`, and an
+    unfinished one continues from its newest checkpoint; its history is then every step's line of its
+    `metrics.jsonl`, the steps run before the interruption included."""
     from agents.train.trainer import Trainer
 
     t = time.perf_counter()
+    run_dir = Path(config.out_dir)
     print(f"\n[{learner}] {WHAT_DIFFERS[learner]}", flush=True)
+    if config.resume:
+        _check_same_setting(run_dir / "setting.json", _setting(config), learner)
+        if (run_dir / "result.json").is_file():
+            done = json.loads((run_dir / "result.json").read_text())
+            print(f"[{learner}] resumed: finished by an earlier run ({run_dir / 'result.json'})", flush=True)
+            return done["entry"], done["fingerprint"]
+        _write_json(run_dir / "setting.json", _setting(config))
     trainer = _load(Trainer, config, learner, "the cold-started policy")
     try:
         own = trainer_eval_fingerprint(trainer)
@@ -374,7 +438,11 @@ def learner_result(config: TrainConfig, learner: str, eval_samples: int, hotpotq
         if differ:
             raise ConfigError(f"[{learner}] is evaluated on another env than its start policy was ({', '.join(differ)} differ); "
                               "the two cannot be paired")
+        if trainer.step:
+            print(f"[{learner}] resumed from the checkpoint of RL step {trainer.step}", flush=True)
         history = _train(trainer, learner)
+        if config.resume:
+            history = logged_history(trainer.metrics_log.path)
         final, final_em = _evaluate(trainer, learner, eval_samples)
         final_hotpotqa = hotpotqa_eval(trainer, hotpotqa, config.eval_questions) if hotpotqa else None
     finally:
@@ -387,7 +455,19 @@ def learner_result(config: TrainConfig, learner: str, eval_samples: int, hotpotq
              "minutes": (time.perf_counter() - t) / 60}
     if final_hotpotqa:
         entry["hotpotqa"] = final_hotpotqa
+    if config.resume:
+        _write_json(run_dir / "result.json", {"entry": entry, "fingerprint": own})
+        from agents.train.checkpoint import list_checkpoints
+
+        for old in list_checkpoints(run_dir / "checkpoints")[:-1]:  # the final one is all a finished learner needs
+            shutil.rmtree(old, ignore_errors=True)
     return entry, own
+
+
+def logged_history(path: Path) -> list[dict[str, float]]:
+    """The RL steps' lines of a run's `metrics.jsonl` (step 0, the cold start's line, left out): what
+    `Trainer.run` returns for a run from step 0 to its end."""
+    return [m for m in map(json.loads, path.read_text().splitlines()) if m.get("step", 0) >= 1]
 
 
 def mean_signals(history: list[dict[str, float]]) -> dict[str, float]:
@@ -599,6 +679,9 @@ def main(argv: list[str] | None = None) -> int:
                    "and evaluated that start policy; this run pairs against that evaluation (same world and questions: the "
                    "fingerprints must match) instead of needing a --merge, so a new RL setting (--lr, --steps, ...) is "
                    "compared with the same start")
+    p.add_argument("--resume", action="store_true", help="checkpoint every learner after each RL step, and on a rerun of the "
+                   "same command with the same --out keep what the earlier run finished (the start policy, finished learners) and "
+                   "continue the others from their newest checkpoint; another setting in that --out is an error")
     p.add_argument("--merge", nargs="+", metavar="RESULTS_JSON", help="join the results.json of runs of one preset (seeds run as "
                    "separate processes) into one report under --out, and stop")
     args = p.parse_args(argv)
@@ -640,7 +723,8 @@ def main(argv: list[str] | None = None) -> int:
     for seed in args.seeds:
         print(f"\n===== seed {seed}", flush=True)
         results = per_seed[seed] = _run_seed(preset, args.learners, steps, seed, out / f"seed{seed}",
-                                             backend_options(preset, args.sglang_urls), args.hotpotqa, shared, args.threads)
+                                             backend_options(preset, args.sglang_urls), args.hotpotqa, shared, args.threads,
+                                             args.resume)
         if preset.shared_start and shared is None:
             shared = (Path(results["start"]["model"]), results)
         table = _seed_table(results, args.learners) + "\n\nSignals (mean over RL steps):\n\n" + signal_table(results, args.learners)

@@ -209,3 +209,55 @@ def test_fingerprint_differences_leave_the_learners_own_options_aside():
     other = {**cosearch, "make": {**cosearch["make"], "hops": [1]}, "eval_questions": 20,
              "setting": {**cosearch["setting"], "corpus": {"sha256": "def"}}}
     assert learners.fingerprint_differences(other, start, {"ranker", "judge"}) == ["eval_questions", "make.hops", "setting.corpus.sha256"]
+
+
+@pytest.mark.slow
+def test_an_interrupted_run_resumes_to_what_an_uninterrupted_one_gives(tmp_path, monkeypatch):
+    from agents.train.trainer import Trainer
+    from searchgym.errors import ConfigError
+
+    run = ["--preset", "tiny", "--learners", "grpo", "e-grpo", "--steps", "2", "--resume"]
+    assert learners.main([*run, "--out", str(tmp_path / "whole")]) == 0
+
+    # The same command, stopped in e-grpo's second RL step (grpo finished, e-grpo checkpointed after step 1).
+    step = Trainer.train_step
+    calls = []
+
+    def stopping(self):
+        calls.append(self.config.learner_name)
+        if calls.count("e-grpo") == 2:
+            raise KeyboardInterrupt
+        return step(self)
+
+    monkeypatch.setattr(Trainer, "train_step", stopping)
+    with pytest.raises(KeyboardInterrupt):
+        learners.main([*run, "--out", str(tmp_path / "cut")])
+    assert calls == ["grpo", "grpo", "e-grpo", "e-grpo"]
+    assert (tmp_path / "cut" / "seed0" / "grpo" / "result.json").is_file()
+    assert not (tmp_path / "cut" / "seed0" / "e-grpo" / "result.json").exists()
+
+    # Rerun: the start policy and grpo are read back, e-grpo trains its second step only.
+    calls.clear()
+    loads = []
+    monkeypatch.setattr(learners, "_cold_start", lambda trainer: loads.append("cold start"))
+    assert learners.main([*run, "--out", str(tmp_path / "cut")]) == 0
+    assert calls == ["e-grpo"] and loads == []
+
+    whole, cut = (json.loads((tmp_path / d / "results.json").read_text())["results"]["0"] for d in ("whole", "cut"))
+    assert cut["start"]["eval_em"] == whole["start"]["eval_em"] and cut["fingerprint"] == whole["fingerprint"]
+    for name in ("grpo", "e-grpo"):
+        assert cut[name]["eval_em"] == whole[name]["eval_em"]
+        assert [m["step"] for m in cut[name]["history"]] == [1, 2]
+        for a, b in zip(whole[name]["history"], cut[name]["history"], strict=True):
+            assert a["rollout/sampled_tokens"] == b["rollout/sampled_tokens"]
+            for key in ("loss/policy", "loss/grad_norm", "rollout/reward"):
+                assert b[key] == pytest.approx(a[key], rel=1e-6, abs=1e-9), (name, key)
+    # A finished learner keeps its final checkpoint only.
+    assert [p.name for p in (tmp_path / "cut" / "seed0" / "e-grpo" / "checkpoints").iterdir() if p.name.startswith("step")] == ["step-000002"]
+
+    # Another setting in the same folder is refused, naming what differs: an RL setting by the first learner
+    # (the start policy does not depend on it), a cold-start setting by the start policy.
+    with pytest.raises(ConfigError, match=r"\[grpo\] --resume .* \(optim.lr differ\)"):
+        learners.main([*run, "--lr", "3e-4", "--out", str(tmp_path / "cut")])
+    with pytest.raises(ConfigError, match=r"\[start policy\] --resume .* \(eval_questions differ\)"):
+        learners.main([*run, "--eval-questions", "3", "--out", str(tmp_path / "cut")])
