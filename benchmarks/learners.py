@@ -36,7 +36,7 @@ import math
 import os
 import shutil
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from functools import partial
 from pathlib import Path
 
@@ -105,6 +105,9 @@ class Preset:
     """Also evaluate the model as released (the base policy) before its cold start."""
     learners: tuple[str, ...] | None = None
     """The learners a run of the preset trains by default (None: all four)."""
+    learner_options: dict[str, dict] = field(default_factory=dict)
+    """Options of a learner's config that differ from its defaults, by learner (`{"cw-grpo": {"kl_coef": 0.0}}`;
+    `--learner-option cw-grpo.kl_coef=0`): part of the setting, so runs that differ in them do not merge."""
     seeds: tuple[int, ...] = (0,)
     """The seeds a run of the preset uses by default."""
     world_seed: int | None = None
@@ -239,6 +242,10 @@ def train_config(preset: Preset, steps: int, seed: int, out: Path, backend: dict
     """The `TrainConfig` of one run of a seed of `preset`: the cold start (`cold_start_steps` > 0) or a learner.
     `resume`: checkpoint after every RL step and continue from the newest checkpoint (`--resume`)."""
     env_options = {"template": preset.template} if preset.template else {}
+    if cold_start_steps == 0 and preset.learner_options.get(learner):  # the cold start does not read the learner's options
+        from agents.learners.registry import get_learner
+
+        learner = get_learner(learner).config(**preset.learner_options[learner])
     return TrainConfig(
         learner=learner, model=model, steps=steps, questions_per_step=preset.questions, eval_questions=preset.eval_questions,
         seed=seed, out_dir=str(out / run), resume=resume, checkpoint_every=1 if resume else 0, device=backend.get("device", "cpu"), threads=threads,
@@ -398,7 +405,8 @@ def _setting(config: TrainConfig, leave_out: tuple[str, ...] = ()) -> dict:
     from agents.train.setup import jsonable_config
     from benchmarks.fingerprint import flatten
 
-    return {k: v for k, v in flatten(jsonable_config(config)).items() if k not in RESUME_FREE + leave_out}
+    dropped = RESUME_FREE + leave_out
+    return {k: v for k, v in flatten(jsonable_config(config)).items() if not any(k == d or k.startswith(d + ".") for d in dropped)}
 
 
 def _check_same_setting(path: Path, setting: dict, learner: str) -> None:
@@ -611,6 +619,9 @@ def merge_results(paths: list[Path]) -> tuple[dict, dict[int, dict]]:
     takes the start evaluation of the seed that made that policy: the same weights, the same world and
     questions (its fingerprint must match), so the same greedy evaluation."""
     runs = [json.loads(Path(p).read_text()) for p in paths]
+    for run in runs:  # a field added to Preset since a run was written reads as its default there
+        run["preset"] = {**{f.name: f.default if f.default_factory is MISSING else f.default_factory() for f in fields(Preset)
+                            if f.default is not MISSING or f.default_factory is not MISSING}, **run["preset"]}
     head = {k: runs[0].get(k) for k in ("preset", "steps")}
     per_seed: dict[int, dict] = {}
     for path, run in zip(paths, runs):
@@ -655,6 +666,36 @@ def write_report(per_seed: dict[int, dict], learners: list[str], preset: dict, s
     return check
 
 
+def parse_learner_options(items: list[str], base: dict[str, dict] | None = None) -> dict[str, dict]:
+    """`["cw-grpo.kl_coef=0", ...]` -> `{"cw-grpo": {"kl_coef": 0}}` on top of `base`, each option checked
+    against its learner's config (a field it has, a value it accepts)."""
+    from agents.learners.registry import get_learner
+
+    out = {name: dict(opts) for name, opts in (base or {}).items()}
+    for item in items:
+        key, sep, text = item.partition("=")
+        learner, dot, option = key.partition(".")
+        if not (sep and dot and option):
+            raise ConfigError(f"--learner-option takes LEARNER.OPTION=VALUE (e.g. cw-grpo.kl_coef=0), got {item!r}")
+        if learner not in WHAT_DIFFERS:
+            raise ConfigError(f"--learner-option {item!r}: no learner {learner!r}; learners: {', '.join(WHAT_DIFFERS)}")
+        config = get_learner(learner).config
+        names = [f.name for f in fields(config)]
+        if option not in names:
+            raise ConfigError(f"--learner-option {item!r}: {learner} has no option {option!r}; its options: {', '.join(names)}")
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            try:
+                value = float(text)  # inf, nan
+            except ValueError:
+                value = text
+        out.setdefault(learner, {})[option] = value
+    for learner, options in out.items():
+        get_learner(learner).config(**options)  # the config's own checks, before any model loads
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="compare the reference learners on the synthetic world")
     p.add_argument("--preset", choices=sorted(PRESETS), default="cpu")
@@ -679,6 +720,9 @@ def main(argv: list[str] | None = None) -> int:
                    "and evaluated that start policy; this run pairs against that evaluation (same world and questions: the "
                    "fingerprints must match) instead of needing a --merge, so a new RL setting (--lr, --steps, ...) is "
                    "compared with the same start")
+    p.add_argument("--learner-option", nargs="+", default=[], metavar="LEARNER.OPTION=VALUE",
+                   help="set an option of a learner's config for this run (cw-grpo.kl_coef=0, e-grpo.alpha=0.1, cw-grpo.alpha=inf); "
+                   "values are JSON, else numbers, else text")
     p.add_argument("--resume", action="store_true", help="checkpoint every learner after each RL step, and on a rerun of the "
                    "same command with the same --out keep what the earlier run finished (the start policy, finished learners) and "
                    "continue the others from their newest checkpoint; another setting in that --out is an error")
@@ -701,6 +745,8 @@ def main(argv: list[str] | None = None) -> int:
     overrides = {k: v for k, v in (("eval_questions", args.eval_questions), ("eval_samples", args.eval_samples), ("lr", args.lr),
                                    ("questions", args.questions), ("group", args.group),
                                    ("workers", args.workers)) if v is not None}
+    if args.learner_option:
+        overrides["learner_options"] = parse_learner_options(args.learner_option, preset.learner_options)
     preset = replace(preset, **overrides)
     args.learners = args.learners or list(preset.learners or WHAT_DIFFERS)
     args.seeds = args.seeds or list(preset.seeds)
@@ -714,7 +760,8 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     print(f"preset {args.preset}: {preset.model}, hops {preset.hops}, {preset.cold_start_steps} cold-start steps, "
           f"{steps} RL steps x {preset.questions} questions x {preset.group} rollouts, eval on {preset.eval_questions} "
-          f"test questions, seeds {args.seeds}", flush=True)
+          f"test questions, seeds {args.seeds}"
+          + "".join(f"; {n} with {', '.join(f'{k}={v}' for k, v in o.items())}" for n, o in preset.learner_options.items()), flush=True)
     per_seed = {}
     shared = None
     if args.start_model:

@@ -4,6 +4,7 @@ learning check's arithmetic on literal numbers."""
 from __future__ import annotations
 
 import json
+from dataclasses import asdict, replace
 
 import pytest
 
@@ -115,8 +116,6 @@ def test_tiny_preset_runs_every_learner_over_two_seeds(tmp_path):
 
 @pytest.mark.slow
 def test_shared_start_trains_every_seed_from_one_cold_start(tmp_path, monkeypatch):
-    from dataclasses import replace
-
     monkeypatch.setitem(learners.PRESETS, "tiny-shared", replace(learners.PRESETS["tiny"], world_seed=0, shared_start=True, eval_base=False))
     assert learners.main(["--preset", "tiny-shared", "--learners", "grpo", "--seeds", "0", "1", "--out", str(tmp_path)]) == 0
     results = json.loads((tmp_path / "results.json").read_text())["results"]
@@ -128,8 +127,6 @@ def test_shared_start_trains_every_seed_from_one_cold_start(tmp_path, monkeypatc
 
 
 def test_shared_start_needs_a_fixed_world():
-    from dataclasses import replace
-
     from searchgym.errors import ConfigError
 
     with pytest.raises(ConfigError, match="world_seed"):
@@ -138,8 +135,6 @@ def test_shared_start_needs_a_fixed_world():
 
 @pytest.mark.slow
 def test_seeds_run_apart_from_a_shared_start_merge_into_one_check(tmp_path, monkeypatch):
-    from dataclasses import replace
-
     from searchgym.errors import ConfigError
 
     monkeypatch.setitem(learners.PRESETS, "tiny-shared", replace(learners.PRESETS["tiny"], world_seed=0, shared_start=True, eval_base=False))
@@ -191,8 +186,6 @@ def test_learners_side_by_side_in_processes_match_one_after_another(tmp_path):
 
 
 def test_workers_must_be_positive():
-    from dataclasses import replace
-
     from searchgym.errors import ConfigError
 
     with pytest.raises(ConfigError, match="workers"):
@@ -261,3 +254,39 @@ def test_an_interrupted_run_resumes_to_what_an_uninterrupted_one_gives(tmp_path,
         learners.main([*run, "--lr", "3e-4", "--out", str(tmp_path / "cut")])
     with pytest.raises(ConfigError, match=r"\[start policy\] --resume .* \(eval_questions differ\)"):
         learners.main([*run, "--eval-questions", "3", "--out", str(tmp_path / "cut")])
+
+
+def test_learner_options_are_parsed_and_checked_against_the_learners_config():
+    import math
+
+    from searchgym.errors import ConfigError
+
+    got = learners.parse_learner_options(["cw-grpo.kl_coef=0", "cw-grpo.alpha=inf", "e-grpo.entity_match=normalized"])
+    assert got == {"cw-grpo": {"kl_coef": 0, "alpha": math.inf}, "e-grpo": {"entity_match": "normalized"}}
+    assert learners.parse_learner_options(["grpo.kl_coef=0.5"], {"grpo": {"eps_high": 0.2}}) == {"grpo": {"eps_high": 0.2, "kl_coef": 0.5}}
+    for bad, message in (("cw-grpo.kl_coef", "LEARNER.OPTION=VALUE"), ("kl_coef=0", "LEARNER.OPTION=VALUE"),
+                         ("ppo.kl_coef=0", "no learner 'ppo'"), ("e-grpo.beta=1", "has no option 'beta'"),
+                         ("cw-grpo.alpha=-1", "alpha must be >= 0")):
+        with pytest.raises(ConfigError, match=message):
+            learners.parse_learner_options([bad])
+
+
+def test_a_learner_option_reaches_the_learner_and_not_the_cold_start(tmp_path):
+    preset = replace(learners.PRESETS["tiny"], learner_options={"grpo": {"kl_coef": 0.25}})
+    config = learners.train_config(preset, 1, 0, tmp_path, {}, 1, "grpo", "tiny", "grpo")
+    assert config.learner.kl_coef == 0.25
+    cold = learners.train_config(preset, 1, 0, tmp_path, {}, 1, "grpo", "tiny", "cold_start", cold_start_steps=1)
+    assert cold.learner.kl_coef == 0.0  # GRPO's default: KL-free
+
+
+def test_runs_with_other_learner_options_do_not_merge(tmp_path):
+    from searchgym.errors import ConfigError
+
+    def run(seed, options):
+        preset = asdict(replace(learners.PRESETS["tiny"], learner_options=options))
+        path = tmp_path / f"{seed}.json"
+        path.write_text(json.dumps({"preset": preset, "steps": 1, "seeds": [seed], "results": {str(seed): {}}}))
+        return path
+
+    with pytest.raises(ConfigError, match="another preset"):
+        learners.merge_results([run(0, {}), run(1, {"cw-grpo": {"kl_coef": 0.0}})])
