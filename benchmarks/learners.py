@@ -2,9 +2,10 @@
 budget from the same cold-started policy, evaluated on held-out questions; and the learning check.
 
 Per seed:
-1. The base policy (the model as released) is evaluated, then cold-started: supervised steps on oracle
-   trajectories of the synthetic world's train split (E-GRPO's cold start), done once and shared, so every
-   learner starts from the same weights; the cold-started policy is evaluated too.
+1. The base policy (the model as released) is evaluated where the preset or `--eval-base` asks, then
+   cold-started: supervised steps on oracle trajectories of the synthetic world's train split (E-GRPO's
+   cold start), done once and shared, so every learner starts from the same weights; the cold-started
+   policy is evaluated too.
 2. Each learner runs `--steps` RL updates of `--questions` questions x `--group` rollouts, with the same
    seed (hence the same question order); COSEARCH also trains its own ranker (a second copy of the model).
 3. Greedy evaluation on `--eval` test-split questions (start entities never seen in training) after each
@@ -137,9 +138,10 @@ PRESETS = {
     # so a step's 8 rows and an eval's 20 go in one chunk (`python -m benchmarks.step`, docs/learners.md
     # "Speed and memory on CPU").
     # Two learner processes at one thread each (COSEARCH, the longest, in one; the other three in turn in the
-    # other) instead of one process at two threads.
+    # other) instead of one process at two threads. The released model is not evaluated (`--eval-base` does it,
+    # ~40 s): it scored 0.000 on these questions in every run so far, and the job's 15 minutes had no room for it.
     "cpu": Preset("smollm2-135m", 1000, (1, 2), 8, 3, 2, 4, 20, 64, 512, 1, 1e-5, SHORT_TEMPLATE, gradient_checkpointing=False,
-                  max_batch_rows=64, max_turns=4, workers=2),
+                  max_batch_rows=64, max_turns=4, workers=2, eval_base=False),
     # The learning check: 2-hop questions (two search rounds that differ in contribution), a short cold start
     # that leaves room to improve (8 steps: greedy test EM 0.68 on 60 questions, with 512 response tokens;
     # 320 cut most episodes before their answer), 200 held-out questions, three RL seeds from one shared
@@ -709,6 +711,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, help="torch/BLAS threads (TrainConfig.threads; default: the physical cores). On a machine "
                    "that other jobs share, 1 thread can be several times faster than 2")
     p.add_argument("--workers", type=int, help="override the preset's learner processes side by side (Preset.workers)")
+    p.add_argument("--eval-base", action=argparse.BooleanOptionalAction, default=None,
+                   help="also evaluate the model as released, before its cold start (default: the preset's; the cpu preset does not)")
     p.add_argument("--eval-samples", type=int, help="override the preset's Avg@k samples per test question (0: greedy only)")
     p.add_argument("--out", default="results/learners")
     p.add_argument("--hotpotqa", metavar="FILE", help="also evaluate the start and final policies on this HotpotQA file's first questions")
@@ -743,6 +747,7 @@ def main(argv: list[str] | None = None) -> int:
     hf_logging.disable_progress_bar()
     preset = PRESETS[args.preset]
     overrides = {k: v for k, v in (("eval_questions", args.eval_questions), ("eval_samples", args.eval_samples), ("lr", args.lr),
+                                   ("eval_base", args.eval_base),
                                    ("questions", args.questions), ("group", args.group),
                                    ("workers", args.workers)) if v is not None}
     if args.learner_option:

@@ -290,3 +290,20 @@ def test_runs_with_other_learner_options_do_not_merge(tmp_path):
 
     with pytest.raises(ConfigError, match="another preset"):
         learners.merge_results([run(0, {}), run(1, {"cw-grpo": {"kl_coef": 0.0}})])
+
+
+def test_eval_base_follows_the_preset_unless_the_flag_says(tmp_path, monkeypatch):
+    class Seen(Exception):
+        pass
+
+    def run_seed(preset, *args, **kwargs):
+        raise Seen(preset.eval_base)
+
+    monkeypatch.setattr(learners, "_run_seed", run_seed)
+    seen = []
+    run = ["--preset", "tiny", "--learners", "grpo", "--out", str(tmp_path)]
+    for flags in ([], ["--no-eval-base"], ["--preset", "cpu", "--eval-base"], ["--preset", "cpu"]):
+        with pytest.raises(Seen) as stopped:
+            learners.main([*run, *flags])
+        seen.append(stopped.value.args[0])
+    assert seen == [True, False, True, False]
