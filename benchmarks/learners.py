@@ -571,8 +571,9 @@ def learning_check(per_seed: dict[int, dict], learners: list[str], eval_question
     return "\n".join(lines)
 
 
-def paired_check(per_seed: dict[int, dict], learners: list[str]) -> str | None:
-    """Each learner against the cold-started policy it started from, question by question.
+def paired_check(per_seed: dict[int, dict], learners: list[str], against: str = "start") -> str | None:
+    """Each learner against the cold-started policy it started from (or against the learner `against`, trained
+    with the same seed from the same start), question by question.
 
     Per seed, the difference of test EMs on the same questions (paired). Two standard errors of their mean
     are shown: over questions (each question's difference averaged over the seeds first, since every seed
@@ -582,12 +583,13 @@ def paired_check(per_seed: dict[int, dict], learners: list[str]) -> str | None:
     results carry no per-question EMs.
     """
     seeds = sorted(per_seed)
-    if not all("eval_em" in per_seed[s].get(n, {}) for s in seeds for n in ["start", *learners]):
+    learners = [n for n in learners if n != against]
+    if not learners or not all("eval_em" in per_seed[s].get(n, {}) for s in seeds for n in [against, *learners]):
         return None
-    lines = [f"| learner | EM - start per seed ({', '.join(map(str, seeds))}) | mean | SE over questions | SE over seeds | "
+    lines = [f"| learner | EM - {against} per seed ({', '.join(map(str, seeds))}) | mean | SE over questions | SE over seeds | "
              "beyond noise? |", "|---|---|---|---|---|---|"]
     for name in learners:
-        diffs = [np.asarray(per_seed[s][name]["eval_em"], float) - np.asarray(per_seed[s]["start"]["eval_em"], float) for s in seeds]
+        diffs = [np.asarray(per_seed[s][name]["eval_em"], float) - np.asarray(per_seed[s][against]["eval_em"], float) for s in seeds]
         per = np.array([d.mean() for d in diffs])
         by_question = np.mean(diffs, axis=0)
         se_q = float(by_question.std(ddof=1) / np.sqrt(len(by_question))) if len(by_question) > 1 else float("nan")
@@ -615,24 +617,58 @@ def evaluated_starts(seed_results) -> dict[str, dict]:
     return {str(Path(r["start"]["model"]).resolve()): r for r in seed_results if "eval" in r.get("start", {})}
 
 
+NOT_A_SETTING = ("steps", "seeds", "learners", "workers", "eval_base", "learner_options")
+"""Preset fields two runs may differ in and still merge: the defaults a run's own flags replace (its RL step
+count is compared as the run's `steps`), how many processes trained it (the same results, tested), whether
+the released model was evaluated, and the learners' options (compared learner by learner)."""
+
+
 def merge_results(paths: list[Path]) -> tuple[dict, dict[int, dict]]:
-    """The per-seed results of several runs of one preset (e.g. seeds run side by side as separate processes),
-    as one run's. A seed that started from a shared start policy without evaluating it (`--start-model`)
-    takes the start evaluation of the seed that made that policy: the same weights, the same world and
-    questions (its fingerprint must match), so the same greedy evaluation."""
+    """The per-seed results of several runs of one preset (e.g. seeds, or learners, run side by side as
+    separate processes), as one run's. Runs of one seed combine when their learners differ and they share
+    the start policy and its evaluation env, so learners trained apart are paired question by question. A
+    learner may run with its own `--learner-option`s, the same in every run that trains it. A seed that
+    started from a shared start policy without evaluating it (`--start-model`) takes the start evaluation of
+    the seed that made that policy: the same weights, the same world and questions (its fingerprint must
+    match), so the same greedy evaluation."""
     runs = [json.loads(Path(p).read_text()) for p in paths]
     for run in runs:  # a field added to Preset since a run was written reads as its default there
         run["preset"] = {**{f.name: f.default if f.default_factory is MISSING else f.default_factory() for f in fields(Preset)
                             if f.default is not MISSING or f.default_factory is not MISSING}, **run["preset"]}
-    head = {k: runs[0].get(k) for k in ("preset", "steps")}
+
+    def setting(run: dict) -> dict:
+        return {"preset": {k: v for k, v in run["preset"].items() if k not in NOT_A_SETTING}, "steps": run.get("steps")}
+
+    head = setting(runs[0])
+    options: dict[str, tuple[dict, Path]] = {}
     per_seed: dict[int, dict] = {}
     for path, run in zip(paths, runs):
-        if {k: run.get(k) for k in head} != head:
+        if setting(run) != head:
             raise ConfigError(f"{path}: another preset or step count than {paths[0]}; only runs of one setting merge")
+        for name in sorted({n for r in run["results"].values() for n in r if n in WHAT_DIFFERS}):
+            own = run["preset"]["learner_options"].get(name, {})
+            first, where = options.setdefault(name, (own, path))
+            if own != first:
+                raise ConfigError(f"{path}: {name} ran with options {own or 'none'}, in {where} with {first or 'none'}; "
+                                  "only one setting of a learner merges")
         for seed, results in run["results"].items():
-            if int(seed) in per_seed:
-                raise ConfigError(f"{path}: seed {seed} is in two of the runs to merge")
-            per_seed[int(seed)] = results
+            seen = per_seed.get(int(seed))
+            if seen is None:
+                per_seed[int(seed)] = results
+                continue
+            both = sorted(n for n in results if n in WHAT_DIFFERS and n in seen)
+            if both:
+                raise ConfigError(f"{path}: seed {seed} is in two of the runs to merge, with {', '.join(both)} in both")
+            if (Path(seen["start"]["model"]).resolve() != Path(results["start"]["model"]).resolve()
+                    or seen.get("fingerprint") != results.get("fingerprint")):
+                raise ConfigError(f"{path}: seed {seed} there started from another policy or was evaluated on another env than "
+                                  "in the runs before it; its learners cannot be paired with theirs")
+            seen.update({n: results[n] for n in results if n in WHAT_DIFFERS})
+            if "eval" not in seen["start"] and "eval" in results["start"]:
+                seen["start"] = results["start"]
+                if "base" in results:
+                    seen["base"] = results["base"]
+    head["preset"]["learner_options"] = {name: own for name, (own, _) in options.items() if own}
     evaluated = evaluated_starts(per_seed.values())
     for seed, results in per_seed.items():
         if "eval" in results["start"]:
@@ -656,6 +692,14 @@ def write_report(per_seed: dict[int, dict], learners: list[str], preset: dict, s
     paired = paired_check(per_seed, learners)
     if paired:
         check += "\n\nPaired against the cold start (same questions, per seed):\n\n" + paired
+    if "grpo" in learners:
+        against = paired_check(per_seed, learners, against="grpo")
+        if against:
+            check += ("\n\nPaired against GRPO (same seed, start and questions): what each learner's own reward, "
+                      "weighting or loss settings changed:\n\n" + against)
+    options = preset.get("learner_options") or {}
+    if options:
+        check += "\n\nLearner options: " + "; ".join(f"{n}: " + ", ".join(f"{k}={v}" for k, v in o.items()) for n, o in options.items())
     first = seeds[0]
     plot_curves(per_seed[first], learners, out / "curves.png")
     report = (_seed_table(per_seed[first], learners) + "\n\nSignals (mean over RL steps):\n\n" + signal_table(per_seed[first], learners)

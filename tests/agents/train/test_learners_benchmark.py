@@ -279,31 +279,46 @@ def test_a_learner_option_reaches_the_learner_and_not_the_cold_start(tmp_path):
     assert cold.learner.kl_coef == 0.0  # GRPO's default: KL-free
 
 
-def test_runs_with_other_learner_options_do_not_merge(tmp_path):
+def _run_file(tmp_path, name, seeds, options=None, start="start-model", fingerprint="world-0", **final):
+    """A results.json of learners trained apart from one evaluated start: `final` maps a learner to its per-seed
+    per-question EMs."""
+    preset = asdict(replace(learners.PRESETS["tiny"], learner_options=options or {}))
+    start_em = [0, 0, 1, 1]
+    def evaluation(em):
+        return {"eval/em": sum(em) / 4, "eval/f1": sum(em) / 4, "eval/searches": 2.0, "eval/questions": 4.0}
+
+    results = {str(s): {"fingerprint": {"id": fingerprint}, "start": {"eval": evaluation(start_em), "eval_em": start_em, "model": str(tmp_path / start)},
+                        **{n: {"eval": evaluation(em[i]), "eval_em": em[i], "history": [], "signals": {}} for n, em in final.items()}}
+               for i, s in enumerate(seeds)}
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps({"preset": preset, "steps": 1, "seeds": seeds, "results": results}))
+    return path
+
+
+def test_learners_trained_apart_merge_per_seed_and_pair_against_grpo(tmp_path):
+    grpo = _run_file(tmp_path, "grpo", [0, 1], grpo=[[0, 0, 1, 1], [1, 0, 1, 1]])
+    cw = _run_file(tmp_path, "cw", [0, 1], {"cw-grpo": {"kl_coef": 0.0}}, **{"cw-grpo": [[1, 0, 1, 1], [1, 1, 1, 1]]})
+    head, per_seed = learners.merge_results([grpo, cw])
+    assert set(per_seed[0]) >= {"grpo", "cw-grpo"} and head["preset"]["learner_options"] == {"cw-grpo": {"kl_coef": 0.0}}
+    row = _row(learners.paired_check(per_seed, ["grpo", "cw-grpo"], against="grpo"), "cw-grpo")
+    # Seed 0: +1 on one of 4 questions (+0.25); seed 1: +0.25. Per question over seeds: 0.5, 0.5, 0, 0.
+    assert row[:3] == ["cw-grpo", "+0.250, +0.250", "+0.250"]
+    assert row[3] == "0.144"  # std(0.5, 0.5, 0, 0) / 2
+    (tmp_path / "out").mkdir()
+    report = learners.write_report(per_seed, ["grpo", "cw-grpo"], head["preset"], 1, tmp_path / "out")
+    assert "Paired against GRPO" in report and "cw-grpo: kl_coef=0.0" in report
+
+
+def test_merges_that_would_mix_two_settings_of_a_learner_are_refused(tmp_path):
     from searchgym.errors import ConfigError
 
-    def run(seed, options):
-        preset = asdict(replace(learners.PRESETS["tiny"], learner_options=options))
-        path = tmp_path / f"{seed}.json"
-        path.write_text(json.dumps({"preset": preset, "steps": 1, "seeds": [seed], "results": {str(seed): {}}}))
-        return path
-
-    with pytest.raises(ConfigError, match="another preset"):
-        learners.merge_results([run(0, {}), run(1, {"cw-grpo": {"kl_coef": 0.0}})])
-
-
-def test_eval_base_follows_the_preset_unless_the_flag_says(tmp_path, monkeypatch):
-    class Seen(Exception):
-        pass
-
-    def run_seed(preset, *args, **kwargs):
-        raise Seen(preset.eval_base)
-
-    monkeypatch.setattr(learners, "_run_seed", run_seed)
-    seen = []
-    run = ["--preset", "tiny", "--learners", "grpo", "--out", str(tmp_path)]
-    for flags in ([], ["--no-eval-base"], ["--preset", "cpu", "--eval-base"], ["--preset", "cpu"]):
-        with pytest.raises(Seen) as stopped:
-            learners.main([*run, *flags])
-        seen.append(stopped.value.args[0])
-    assert seen == [True, False, True, False]
+    plain = _run_file(tmp_path, "plain", [0], **{"cw-grpo": [[0, 0, 1, 1]]})
+    no_kl = _run_file(tmp_path, "nokl", [1], {"cw-grpo": {"kl_coef": 0.0}}, **{"cw-grpo": [[0, 1, 1, 1]]})
+    with pytest.raises(ConfigError, match="cw-grpo ran with options"):
+        learners.merge_results([plain, no_kl])
+    twice = _run_file(tmp_path, "twice", [0], **{"cw-grpo": [[1, 1, 1, 1]]})
+    with pytest.raises(ConfigError, match="seed 0 is in two of the runs to merge, with cw-grpo in both"):
+        learners.merge_results([plain, twice])
+    other_start = _run_file(tmp_path, "other", [0], start="another-start", grpo=[[1, 1, 1, 1]])
+    with pytest.raises(ConfigError, match="another policy"):
+        learners.merge_results([plain, other_start])
