@@ -244,9 +244,10 @@ def hits_at(order: Sequence[int], relevant: Sequence[bool], ks: Sequence[int] = 
 
 
 def ranking_hits(calls: Sequence[RankerCall], golds: Sequence[Sequence[str]], ks: Sequence[int] = (1, 3, 5)) -> dict[str, float]:
-    """Mean Hit@k of the ranker's shown order (`ranker/hit@k`) against the retriever's order of the same
-    candidates (`ranker/retriever_hit@k`), over the calls whose candidates hold a gold answer (the others
-    cannot hit); `ranker/answerable_calls` counts those.
+    """Mean Hit@k of the ranker's shown order (`ranker/hit@k`) against what the env would have shown in the
+    retriever's order (`ranker/retriever_hit@k`: its first as many candidates as the ranker showed), over the
+    calls whose candidates hold a gold answer (the others cannot hit); `ranker/answerable_calls` counts
+    those. With fewer documents shown than k, Hit@k is Hit@(documents shown) on both sides.
 
     >>> call = RankerCall("q", ("a", "b", "c"), ("x", "Paris", "y"), order=(1, 0), valid=True)
     >>> ranking_hits([call], [["Paris"]], ks=(1,))
@@ -257,7 +258,7 @@ def ranking_hits(calls: Sequence[RankerCall], golds: Sequence[Sequence[str]], ks
         relevant = answer_holders(call, gold)
         if any(relevant):
             shown.append(hits_at(call.order, relevant, ks))
-            retriever.append(hits_at(range(len(relevant)), relevant, ks))
+            retriever.append(hits_at(range(len(call.order)), relevant, ks))
     out = {"ranker/answerable_calls": float(len(shown))}
     if shown:
         for j, k in enumerate(ks):

@@ -106,6 +106,15 @@ def test_ranking_hits_compare_the_shown_order_with_the_retrievers():
                     "ranker/hit@3": 1.0, "ranker/retriever_hit@3": 1.0}
 
 
+
+def test_ranking_hits_compare_as_many_documents_as_the_env_shows():
+    # One document shown of three candidates: the retriever side counts its first candidate only, not its first
+    # three (Paris is its second), so Hit@3 cannot favour the side that was never shown more.
+    hits = ranking_hits([_call((1,)), _call((0,))], [["Paris"]] * 2, ks=(1, 3))
+    assert hits == {"ranker/answerable_calls": 2.0, "ranker/hit@1": 0.5, "ranker/retriever_hit@1": 0.0,
+                    "ranker/hit@3": 0.5, "ranker/retriever_hit@3": 0.0}
+
+
 def test_rank_batch_says_why_clusters_were_dropped():
     config = CoSearchConfig(min_group_size=3)
     calls = [
