@@ -138,9 +138,10 @@ PRESETS = {
     # so a step's 8 rows and an eval's 20 go in one chunk (`python -m benchmarks.step`, docs/learners.md
     # "Speed and memory on CPU").
     # Two learner processes at one thread each (COSEARCH, the longest, in one; the other three in turn in the
-    # other) instead of one process at two threads. The released model is not evaluated (`--eval-base` does it,
-    # ~40 s): it scored 0.000 on these questions in every run so far, and the job's 15 minutes had no room for it.
-    "cpu": Preset("smollm2-135m", 1000, (1, 2), 8, 3, 2, 4, 20, 64, 512, 1, 1e-5, SHORT_TEMPLATE, gradient_checkpointing=False,
+    # other) instead of one process at two threads. 2 RL steps and no evaluation of the released model
+    # (`--eval-base` does it, ~40 s; it scored 0.000 on these questions in every run): with 3 steps and that
+    # evaluation the job took 15.3-15.7 minutes on 2 idle cores, over its 15.
+    "cpu": Preset("smollm2-135m", 1000, (1, 2), 8, 2, 2, 4, 20, 64, 512, 1, 1e-5, SHORT_TEMPLATE, gradient_checkpointing=False,
                   max_batch_rows=64, max_turns=4, workers=2, eval_base=False),
     # The learning check: 2-hop questions (two search rounds that differ in contribution), a short cold start
     # that leaves room to improve (8 steps: greedy test EM 0.68 on 60 questions, with 512 response tokens;
