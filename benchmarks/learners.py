@@ -20,7 +20,7 @@ test EM on the fixed evaluation questions before and after RL; `benchmarks.curve
 `--out` (and the same per seed under `--out/seed<N>`). Each seed's results carry the `fingerprint` of its
 evaluation env (`benchmarks.fingerprint`), against which `python -m benchmarks.compare` scores a new agent.
 
-    python -m benchmarks.learners --preset cpu              # SmolLM2-135M, 1-hop synthetic questions (the main job)
+    python -m benchmarks.learners --preset cpu              # SmolLM2-135M, 1- and 2-hop synthetic questions (the main job)
     python -m benchmarks.learners --preset cpu --seeds 0 1  # the learning check over two seeds
     python -m benchmarks.learners --preset gpu --hotpotqa hotpot_dev_distractor_v1.json  # see docs/learners.md
                                                             # ("The GPU preset"): SGLang rollouts, Qwen2.5-0.5B
@@ -542,8 +542,12 @@ def learning_check(per_seed: dict[int, dict], learners: list[str], eval_question
 
     Run-to-run noise is the sample standard deviation over seeds of a policy's test EM (the same recipe
     with another seed: other question order, sampling and cold-start batches); with one seed only the
-    binomial standard error of an EM measured on `eval_questions` questions is available. A run without
-    a base evaluation (`Preset.eval_base` False) shows dashes in the base columns.
+    binomial standard error of an EM measured on `eval_questions` questions is available. A rise is
+    above the noise when it exceeds twice the standard error of the difference of the two means
+    (sqrt(SE_a^2 + SE_b^2), each SE the std over seeds / sqrt(seeds), or the binomial SE with one seed):
+    the same two-SE rule as `paired_check`, which pairs questions and so is the sharper test where
+    per-question results exist. A run without a base evaluation (`Preset.eval_base` False) shows dashes
+    in the base columns.
     """
     seeds = sorted(per_seed)
     names = [n for n in ["base", "start", *learners] if all(n in per_seed[s] for s in seeds)]
@@ -559,9 +563,12 @@ def learning_check(per_seed: dict[int, dict], learners: list[str], eval_question
     header = (f"| policy | test EM per seed ({', '.join(map(str, seeds))}) | mean | noise ({kind}) | "
               "rise over base | above base noise? | rise over start | above start noise? |")
     lines = [header, "|---|---|---|---|---|---|---|---|"]
+    def se(values: np.ndarray) -> float:
+        return noise(values) / np.sqrt(len(values)) if len(values) > 1 else noise(values)
+
     def rise(values: np.ndarray, reference: np.ndarray) -> str:
         delta = values.mean() - reference.mean()
-        return f" {delta:+.3f} | {'yes' if delta > max(noise(values), noise(reference)) else 'no'} |"
+        return f" {delta:+.3f} | {'yes' if delta > 2 * np.hypot(se(values), se(reference)) else 'no'} |"
 
     for name in names:
         v = em[name]

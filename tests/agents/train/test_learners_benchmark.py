@@ -26,7 +26,8 @@ def test_learning_check_noise_is_the_std_over_seeds():
     per_seed = {0: _seed(0.0, 0.25, grpo=0.5, **{"e-grpo": 0.25}), 1: _seed(0.0, 0.35, grpo=0.3, **{"e-grpo": 0.45})}
     table = learners.learning_check(per_seed, ["grpo", "e-grpo"], eval_questions=20)
     assert "std over 2 seeds" in table
-    # grpo: EM 0.5, 0.3 -> mean 0.4, sample std 0.1414; base 0, 0 (std 0); start 0.25, 0.35 -> mean 0.3, std 0.0707.
+    # grpo: EM 0.5, 0.3 -> mean 0.4, sample std 0.1414 (SE 0.1); base 0, 0 (std 0); start 0.25, 0.35 -> mean 0.3,
+    # std 0.0707 (SE 0.05). Over base: 0.4 > 2 x 0.1; over start: 0.1 < 2 x sqrt(0.1^2 + 0.05^2) = 0.224.
     assert _row(table, "grpo") == ["grpo", "0.500, 0.300", "0.400", "0.141", "+0.400", "yes", "+0.100", "no"]
     # e-grpo: EM 0.25, 0.45 -> mean 0.35, std 0.1414: +0.05 over start is within the noise.
     assert _row(table, "e-grpo") == ["e-grpo", "0.250, 0.450", "0.350", "0.141", "+0.350", "yes", "+0.050", "no"]
@@ -36,8 +37,9 @@ def test_learning_check_noise_is_the_std_over_seeds():
 def test_learning_check_with_one_seed_uses_the_binomial_standard_error():
     table = learners.learning_check({3: _seed(0.0, 0.5, grpo=0.75)}, ["grpo"], eval_questions=16)
     assert "binomial SE on 16 questions" in table
-    # SE(0.75, n=16) = sqrt(0.75 * 0.25 / 16) = 0.108; SE(0.5) = 0.125 is the larger, and +0.25 exceeds it.
-    assert _row(table, "grpo") == ["grpo", "0.750", "0.750", "0.108", "+0.750", "yes", "+0.250", "yes"]
+    # SE(0.75, n=16) = sqrt(0.75 * 0.25 / 16) = 0.108, SE(0.5) = 0.125: +0.25 is below 2 x sqrt(0.108^2 + 0.125^2)
+    # = 0.331, so not above the noise; +0.75 over the base (SE ~0) is.
+    assert _row(table, "grpo") == ["grpo", "0.750", "0.750", "0.108", "+0.750", "yes", "+0.250", "no"]
 
 
 def test_learning_check_without_a_base_evaluation_shows_dashes():
