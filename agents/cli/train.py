@@ -89,6 +89,10 @@ def run(args: argparse.Namespace) -> int:
         before = trainer.evaluate() if config.eval_questions and trainer.step == 0 else None
         history = trainer.run(progress=True)
         after = trainer.evaluate() if config.eval_questions else None
+        if trainer.accelerator is not None:
+            # Every rank done before any tears the process group down (close): a rank that left while another
+            # still had gloo work in flight was seen to abort at exit ("terminate called without an active exception").
+            trainer.accelerator.wait_for_everyone()
     finally:
         trainer.close()
     result = {"learner": config.learner_name, "steps": trainer.step, "last": history[-1] if history else None,
