@@ -17,7 +17,8 @@ import typing
 from agents.cli.dataclass_args import add_dataclass_arguments, dataclass_from_args, field_docs, option_kwargs
 from agents.learners.registry import get_learner, learner_names
 from agents.train.config import FLAT_ALIASES, TrainConfig
-from agents.train.presets import PRESETS, get_preset, world_size
+from agents.train.distributed import world_size
+from agents.train.presets import PRESETS, get_preset
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

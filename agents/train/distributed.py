@@ -16,6 +16,7 @@ accelerate FSDP or DeepSpeed config is refused rather than wrapping the model a 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -26,6 +27,11 @@ from searchgym.errors import ConfigError
 SUMMED = frozenset({"rollout/episodes", "rollout/sampled_tokens", "rollout/included"})
 """Metrics that count things over the batch: summed over ranks (every other metric is a per-trajectory
 mean, and ranks hold equal numbers of trajectories, so it is averaged)."""
+
+
+def world_size() -> int:
+    """Processes of this launch (`torchrun` and `accelerate launch` set WORLD_SIZE; 1 without them)."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
 
 
 def make_accelerator(device: str):

@@ -14,7 +14,6 @@ which the tests check: each preset's update fits an 80 GB GPU with room for the 
 from __future__ import annotations
 
 import argparse
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -117,8 +116,3 @@ def get_preset(name: str) -> TrainPreset:
         return PRESETS[name]
     except KeyError:
         raise ConfigError(f"unknown preset {name!r}; presets: {', '.join(PRESETS)}") from None
-
-
-def world_size() -> int:
-    """Processes of this launch (`torchrun` and `accelerate launch` set WORLD_SIZE; 1 without them)."""
-    return int(os.environ.get("WORLD_SIZE", "1"))

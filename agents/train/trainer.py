@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import copy
 import logging
-import os
 import time
 from collections.abc import Sequence
 from contextlib import nullcontext
@@ -50,7 +49,7 @@ from agents.rollout import RolloutConfig, RolloutEngine
 from agents.train import setup
 from agents.train.checkpoint import load_newest_valid, save_checkpoint
 from agents.train.config import TrainConfig
-from agents.train.distributed import all_reduce_sum, make_accelerator, merge_metrics, shard, sum_gradients
+from agents.train.distributed import all_reduce_sum, make_accelerator, merge_metrics, shard, sum_gradients, world_size
 from agents.train.evaluate import Evaluation, evaluate_policy
 from agents.train.fsdp import ShardedModel
 from agents.train.metrics import MetricsLog, global_stats, signal_summary, step_rollout_metrics
@@ -71,8 +70,8 @@ class Trainer:
         self.out.mkdir(parents=True, exist_ok=True)
         setup.check_device(config.device)
         set_threads(config.threads)
-        if not config.distributed and int(os.environ.get("WORLD_SIZE", "1")) > 1:
-            raise ConfigError(f"started as one of {os.environ['WORLD_SIZE']} processes (accelerate launch or torchrun) without "
+        if not config.distributed and world_size() > 1:
+            raise ConfigError(f"started as one of {world_size()} processes (accelerate launch or torchrun) without "
                               "distributed=True: every process would run the whole job into the same out_dir; pass --distributed")
         self.accelerator = make_accelerator(config.device) if config.distributed else None
         """The data-parallel `Accelerator` (None in a plain single-process run)."""
