@@ -7,15 +7,19 @@ Prints, in one run (each part can be skipped with `--skip`):
    same cold-started weights and take the same seeded steps, alternately, so a shared machine's drift hits
    both alike. The old path re-prefills every turn's whole context with transformers' `DynamicCache` and
    updates in micro-batches of 4 as they come (`rollout.reuse_kv=False`); the new path keeps each episode's
-   KV cache between turns (`reuse_kv=True`) and updates with the preset's settings. Per path: the median
+   KV cache between turns (`reuse_kv=True`) and updates with the preset's settings (and fused AdamW where
+   the old path has torch's default, foreach). Both run in this process, so under the allocator
+   `agents.memory.tune_allocator` sets (parts 2 and 3 measure what it changes). Per path: the median
    step time and its split (the trainer's own `time/*` metrics), tokens sampled and prefilled (the same
    work: equal sampled tokens), and the median of the per-step ratios old / new.
-2. `bound`: the machine's memory bandwidth (a large copy) and fp32 matmul rate, the model's weight bytes,
+2. `bound`: in a fresh process with glibc's own allocator, then in one with the tuned allocator: the
+   machine's memory bandwidth (a large copy) and fp32 matmul rate, the model's weight bytes,
    and from them the decode bound at batch 1, 8 and 32 (a step reads every weight and the batch's KV cache
    once, and does 2 x parameters x batch flops); `HFPolicy`'s sampled tokens/s at each batch (prefill
-   excluded) and its fraction of the bound.
+   excluded) and its fraction of the bound; then the ratio of the two allocators' tokens/s per batch.
 3. `memory`: the peak RSS of the CPU preset's update (two optimizer steps of 8 trajectories of the preset's
-   lengths, in a fresh process each, so nothing else counts) for the old setting and the alternatives.
+   lengths, in a fresh process each, so nothing else counts) for the old setting (glibc's own allocator,
+   foreach AdamW) and the alternatives.
 4. `ranker`: COSEARCH's ranker calls of one turn, one `chat` per search as the env makes them, against the
    same calls gathered into one batch (`searchgym.backends.gather`, what the trainer does for COSEARCH):
    SmolLM2-135M as the ranker at its sampling temperature and token budget, on the oracle searches of
@@ -41,13 +45,17 @@ import time
 from pathlib import Path
 
 MEMORY_SETTINGS = {
-    "micro-batch 4 (old)": {"micro_batch": 4},
+    "micro-batch 4, glibc's own allocator, foreach AdamW (old)": {"micro_batch": 4, "allocator": "glibc", "adamw": "foreach"},
+    "micro-batch 4, foreach AdamW": {"micro_batch": 4, "adamw": "foreach"},
+    "micro-batch 4 (the CPU preset)": {"micro_batch": 4},
     "micro-batch 4 + checkpointing": {"micro_batch": 4, "gradient_checkpointing": True},
     "micro-batch 1 + checkpointing": {"micro_batch": 1, "gradient_checkpointing": True},
+    "LoRA r16, micro-batch 4, glibc's own allocator": {"micro_batch": 4, "lora": True, "allocator": "glibc"},
     "LoRA r16, micro-batch 4": {"micro_batch": 4, "lora": True},
     "LoRA r16, micro-batch 4 + checkpointing": {"micro_batch": 4, "lora": True, "gradient_checkpointing": True},
 }
-"""The update settings whose peak RSS part 3 measures (`OptimConfig` fields)."""
+"""The update settings whose peak RSS part 3 measures: `OptimConfig` fields, and `allocator` "glibc" for a
+process that keeps glibc's own mmap threshold (`agents.memory.tune_allocator`)."""
 
 
 def _preset_config(out: Path, hops: tuple[int, ...] | None = None, max_response_tokens: int | None = None, learner: str = "grpo",
@@ -73,7 +81,7 @@ def bench_step(steps: int, threads: int | None, new_update: dict, **shape) -> di
 
     with tempfile.TemporaryDirectory() as tmp:
         new = Trainer(_preset_config(Path(tmp) / "new", threads=threads, reuse_kv=True, **new_update, **shape))
-        old = Trainer(_preset_config(Path(tmp) / "old", threads=threads, reuse_kv=False, micro_batch=4, **shape))
+        old = Trainer(_preset_config(Path(tmp) / "old", threads=threads, reuse_kv=False, micro_batch=4, adamw="foreach", **shape))
         try:
             start = time.perf_counter()
             new.cold_start()
@@ -166,9 +174,14 @@ def _best_seconds(fn, repeats: int) -> float:
     return best
 
 
-def bench_bound(batches: tuple[int, ...] = (1, 8, 32), prompt_tokens: int = 200, new_tokens: int = 32) -> dict:
+def bench_bound(allocator: str = "tuned", batches: tuple[int, ...] = (1, 8, 32), prompt_tokens: int = 200, new_tokens: int = 32) -> dict:
+    """The decode bound and `HFPolicy`'s sampled tokens/s, in a process that keeps glibc's own allocator
+    (`allocator` "glibc") or the one `agents.memory.tune_allocator` sets ("tuned"); call it first."""
     import torch
 
+    from agents.memory import MMAP_THRESHOLD, tune_allocator
+
+    tune_allocator(None if allocator == "glibc" else MMAP_THRESHOLD)
     from agents.models import load_model_and_tokenizer
     from agents.policies import SamplingParams
     from agents.policies.hf import HFPolicy, HFPolicyConfig
@@ -208,18 +221,20 @@ def bench_bound(batches: tuple[int, ...] = (1, 8, 32), prompt_tokens: int = 200,
 
 
 def update_rss(setting: dict) -> dict:
-    """One process's peak RSS over two updates of the preset's shape with `setting` (OptimConfig fields)."""
+    """One process's peak RSS over two updates of the preset's shape with `setting` (see MEMORY_SETTINGS)."""
     import random
-    import resource
 
     import torch
 
     from agents.learners.batch import LearnerBatch
+    from agents.memory import MMAP_THRESHOLD, tune_allocator
     from agents.models import load_model_and_tokenizer
     from agents.rollout.trajectory import Segment, Trajectory
+    from agents.train.setup import adamw
     from agents.train.update import policy_gradient_step
     from benchmarks.learners import PRESETS
 
+    tune_allocator(None if setting.get("allocator") == "glibc" else MMAP_THRESHOLD)
     p = PRESETS["cpu"]
     model, tok = load_model_and_tokenizer(p.model, dtype="float32")
     if setting.get("lora"):
@@ -243,7 +258,7 @@ def update_rss(setting: dict) -> dict:
         advantages.append(torch.full((len(ids),), 1.0 if i % 2 else -1.0))
     targets = LearnerBatch(advantages=advantages, include=[True] * len(trajectories), rewards=[0.0] * len(trajectories))
     params = [q for q in model.parameters() if q.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=1e-5, weight_decay=0.0)
+    optimizer = adamw(params, 1e-5, setting.get("adamw", "fused"))
     seconds = []
     for _ in range(2):  # the second step holds the optimizer's states from the first
         start = time.perf_counter()
@@ -258,14 +273,21 @@ def update_rss(setting: dict) -> dict:
     return {"peak_rss_gb": peak_rss_gb(), "update_s": min(seconds), "trainable": sum(q.numel() for q in params)}
 
 
+def _child(option: str, value: str, threads: int | None) -> dict:
+    """The JSON a fresh `python -m benchmarks.step option value` prints last (its own allocator and peak)."""
+    cmd = [sys.executable, "-m", "benchmarks.step", option, value]
+    if threads:
+        cmd += ["--threads", str(threads)]
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    if result.returncode:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({result.returncode}): {result.stderr[-2000:]}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
 def bench_memory(threads: int | None) -> dict:
     out = {}
     for name, setting in MEMORY_SETTINGS.items():
-        cmd = [sys.executable, "-m", "benchmarks.step", "--update-rss", json.dumps(setting)]
-        if threads:
-            cmd += ["--threads", str(threads)]
-        result = subprocess.run(cmd, capture_output=True, text=True, check=True)
-        out[name] = json.loads(result.stdout.strip().splitlines()[-1])
+        out[name] = _child("--update-rss", json.dumps(setting), threads)
         print(f"  {name}: peak RSS {out[name]['peak_rss_gb']:.2f} GB, update {out[name]['update_s']:.1f} s", flush=True)
     return out
 
@@ -282,12 +304,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-response-tokens", type=int, default=None, help="part 1's episode budget instead of the preset's 256")
     p.add_argument("--out", default=None, help="also write the figures as JSON here")
     p.add_argument("--update-rss", default=None, help=argparse.SUPPRESS)  # internal: part 3's child process
+    p.add_argument("--bound", choices=["glibc", "tuned"], default=None, help=argparse.SUPPRESS)  # internal: part 2's child
     args = p.parse_args(argv)
     from searchgym.threads import set_threads
 
     threads = set_threads(args.threads)
     if args.update_rss is not None:
         print(json.dumps(update_rss(json.loads(args.update_rss))))
+        return 0
+    if args.bound is not None:
+        print(json.dumps(bench_bound(args.bound)))
         return 0
     print(f"threads {threads}, load average {os.getloadavg()[0]:.1f}", flush=True)
     results: dict = {"threads": threads}
@@ -307,14 +333,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"RL step ratio old / new: {s['ratio_old_over_new']:.2f}x (per step: {', '.join(f'{r:.2f}' for r in s['ratios'])}; "
               f"same sampled tokens per step: {s['same_sampled_tokens']})", flush=True)
     if "bound" not in args.skip:
-        print("\n== 2. Decode bound (SmolLM2-135M, fp32)", flush=True)
-        b = bench_bound()
-        results["bound"] = b
-        print(f"memory bandwidth {b['bandwidth_gb_s']:.1f} GB/s (copy), matmul {b['matmul_gflop_s']:.0f} GFLOP/s (fp32), "
-              f"weights {b['weight_bytes'] / 1e6:.0f} MB ({b['params'] / 1e6:.0f}M parameters)")
-        for batch, m in b["batches"].items():
-            print(f"batch {batch:>2}: {m['tok_s']:7.1f} sampled tok/s, bound {m['bound_tok_s']:7.1f} ({m['limit']}-bound): "
-                  f"{m['fraction']:.2f} of the bound", flush=True)
+        print("\n== 2. Decode bound (SmolLM2-135M, fp32), with glibc's own allocator and the tuned one (a fresh process each)", flush=True)
+        results["bound"] = {}
+        for allocator in ("glibc", "tuned"):
+            b = results["bound"][allocator] = _child("--bound", allocator, args.threads)
+            print(f"{allocator}: memory bandwidth {b['bandwidth_gb_s']:.1f} GB/s (copy), matmul {b['matmul_gflop_s']:.0f} GFLOP/s (fp32), "
+                  f"weights {b['weight_bytes'] / 1e6:.0f} MB ({b['params'] / 1e6:.0f}M parameters)")
+            for batch, m in b["batches"].items():
+                print(f"  batch {batch:>2}: {m['tok_s']:7.1f} sampled tok/s, bound {m['bound_tok_s']:7.1f} ({m['limit']}-bound): "
+                      f"{m['fraction']:.2f} of the bound", flush=True)
+        glibc, tuned = results["bound"]["glibc"]["batches"], results["bound"]["tuned"]["batches"]
+        print("sampled tok/s tuned / glibc: " + ", ".join(f"batch {k} {tuned[k]['tok_s'] / glibc[k]['tok_s']:.2f}x" for k in tuned), flush=True)
     if "memory" not in args.skip:
         print("\n== 3. Peak RSS of the CPU preset's update (a fresh process each)", flush=True)
         results["memory"] = bench_memory(args.threads)

@@ -145,6 +145,9 @@ class RolloutConfig:
             raise ConfigError(f"sglang_urls lists a server twice: {self.sglang_urls}")
 
 
+ADAMW_IMPLEMENTATIONS = ("fused", "foreach", "for-loop")
+
+
 @dataclass
 class OptimConfig:
     """The optimiser of the RL update and of the supervised cold start."""
@@ -161,6 +164,10 @@ class OptimConfig:
     more update compute for a fraction of the activation memory; the same gradient within float noise."""
     max_grad_norm: float = 1.0
     """Gradients are clipped to this global norm before each optimizer step."""
+    adamw: str = "fused"
+    """torch's AdamW implementation: `fused` (one kernel per weight: no temporary copies of the weights and
+    the fastest step; torch >= 2.4 on CPU), `foreach` (torch's default: batched, with temporaries as large
+    as the weights) or `for-loop`. The same update within float rounding."""
     lora: bool = False
     """Train LoRA adapters (peft) instead of every weight."""
     lora_rank: int = 16
@@ -180,6 +187,8 @@ class OptimConfig:
             raise ConfigError("warmup_steps and cold_start_steps must be >= 0")
         if not self.max_grad_norm > 0:
             raise ConfigError(f"max_grad_norm must be > 0, got {self.max_grad_norm}")
+        if self.adamw not in ADAMW_IMPLEMENTATIONS:
+            raise ConfigError(f"adamw must be one of {', '.join(ADAMW_IMPLEMENTATIONS)}, got {self.adamw!r}")
 
 
 @dataclass

@@ -61,10 +61,18 @@ def with_lora(model, rank: int):
     return get_peft_model(model, LoraConfig(r=rank, lora_alpha=2 * rank, target_modules=["q_proj", "k_proj", "v_proj", "o_proj"], lora_dropout=0.0))
 
 
-def make_optimizer(model: torch.nn.Module, lr: float, warmup_steps: int):
+def adamw(params, lr: float, implementation: str = "fused") -> torch.optim.AdamW:
+    """torch's AdamW without weight decay, in `implementation` (`OptimConfig.adamw`)."""
+    kwargs = {"fused": {"fused": True}, "foreach": {"foreach": True}, "for-loop": {"foreach": False}}[implementation]
+    try:
+        return torch.optim.AdamW(params, lr=lr, weight_decay=0.0, **kwargs)
+    except RuntimeError as e:  # fused needs torch >= 2.4 on CPU, and floating-point weights on CPU or CUDA
+        raise ConfigError(f"AdamW's {implementation} implementation is not available here ({e}); set optim.adamw='foreach'") from e
+
+
+def make_optimizer(model: torch.nn.Module, lr: float, warmup_steps: int, implementation: str = "fused"):
     """(AdamW over the trainable weights, a linear warm-up scheduler)."""
-    params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
+    optimizer = adamw([p for p in model.parameters() if p.requires_grad], lr, implementation)
     warmup = max(warmup_steps, 1)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warmup))
     return optimizer, scheduler

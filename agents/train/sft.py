@@ -17,6 +17,7 @@ import torch
 
 from agents.rollout.batch import token_logprobs
 from agents.train.distributed import all_reduce_sum, shard, sum_gradients
+from agents.train.setup import adamw
 from agents.train.update import pad_batch
 
 
@@ -91,7 +92,7 @@ def cold_start(trainer) -> list[float]:
         raise ValueError("cold start needs the synthetic world's oracle trajectories (env_id SearchQA-Synthetic-v0)")
     model, tokenizer, acc, sharded = trainer.model, trainer.tokenizer, trainer.accelerator, trainer.sharded
     params = sharded.parameters() if sharded is not None else [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=c.optim.cold_start_lr, weight_decay=0.0)
+    optimizer = adamw(params, c.optim.cold_start_lr, c.optim.adamw)
     rng = np.random.default_rng([c.seed, 7])
     losses = []
     for _ in range(c.optim.cold_start_steps):

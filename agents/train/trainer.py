@@ -43,7 +43,7 @@ import torch
 import searchgym  # noqa: F401  (registers the env ids)
 from agents.learners.batch import LearnerBatch
 from agents.learners.registry import SecondModelContext, learner_for_config
-from agents.memory import peak_rss_gb
+from agents.memory import peak_rss_gb, tune_allocator
 from agents.policies.hf import HFPolicy, HFPolicyConfig
 from agents.rollout import RolloutConfig, RolloutEngine
 from agents.train import setup
@@ -70,6 +70,7 @@ class Trainer:
         self.out.mkdir(parents=True, exist_ok=True)
         setup.check_device(config.device)
         set_threads(config.threads)
+        tune_allocator()
         if not config.distributed and world_size() > 1:
             raise ConfigError(f"started as one of {world_size()} processes (accelerate launch or torchrun) without "
                               "distributed=True: every process would run the whole job into the same out_dir; pass --distributed")
@@ -181,7 +182,7 @@ class Trainer:
                 torch.distributed.broadcast(tensor, src=0)
 
     def _optimizer(self, model: torch.nn.Module):
-        return setup.make_optimizer(model, self.config.optim.lr, self.config.optim.warmup_steps)
+        return setup.make_optimizer(model, self.config.optim.lr, self.config.optim.warmup_steps, self.config.optim.adamw)
 
     @property
     def is_main(self) -> bool:

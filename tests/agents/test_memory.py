@@ -37,3 +37,59 @@ def test_release_memory_trims_the_heap_on_glibc_linux():
 
     glibc = sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
     assert release_memory() is glibc
+
+
+ALLOCATOR_CHILD = """
+import sys
+
+import torch
+
+from agents.memory import tune_allocator
+
+tuned = tune_allocator(None if sys.argv[1] == "glibc" else 1 << 20)
+again = tune_allocator()  # the first call decides
+
+
+def rss_mb():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+
+
+torch.ones(16 * 2**20 // 4)  # allocated and freed at once: freeing a 16 MB block raises glibc's own threshold to 16 MB
+base = rss_mb()
+blocks = [torch.ones(4 * 2**20 // 4) for _ in range(24)]  # 96 MB, in 4 MB tensors
+pin = torch.ones(2**20 // 4)  # allocated after them, so the heap cannot shrink past them
+held = rss_mb() - base
+del blocks
+print(tuned, again, held, rss_mb() - base)
+"""
+
+
+def _allocator_child(mode: str, env: dict | None = None) -> tuple[bool, bool, float, float]:
+    import os
+
+    environ = {k: v for k, v in os.environ.items() if k != "MALLOC_MMAP_THRESHOLD_"} | (env or {})
+    out = subprocess.run([sys.executable, "-c", ALLOCATOR_CHILD, mode], capture_output=True, text=True, check=True, env=environ)
+    tuned, again, held, kept = out.stdout.split()
+    return tuned == "True", again == "True", float(held), float(kept)
+
+
+def test_tuned_allocator_hands_freed_tensors_back_where_glibc_alone_keeps_them():
+    import platform
+
+    import pytest
+
+    if not (sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"):
+        pytest.skip("mallopt's mmap threshold is glibc's")
+    tuned, again, held, kept = _allocator_child("glibc")
+    assert (tuned, again) == (False, False)  # tune_allocator(None) first: glibc's behaviour for the process
+    assert held > 90 and kept > 80, (held, kept)  # freed but still resident: the heap keeps it
+    tuned, again, held, kept = _allocator_child("tuned")
+    assert (tuned, again) == (True, True)
+    assert held > 90 and kept < 10, (held, kept)  # each 4 MB tensor had its own mapping, returned when freed
+
+
+def test_an_mmap_threshold_in_the_environment_wins():
+    tuned, _, _, _ = _allocator_child("tuned", {"MALLOC_MMAP_THRESHOLD_": "131072"})
+    assert tuned is False
