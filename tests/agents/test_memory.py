@@ -66,11 +66,15 @@ print(tuned, again, held, rss_mb() - base)
 """
 
 
-def _allocator_child(mode: str, env: dict | None = None) -> tuple[bool, bool, float, float]:
+def _child_env(**env: str) -> dict[str, str]:
+    """This environment without glibc's own threshold setting (which would win over `tune_allocator`)."""
     import os
 
-    environ = {k: v for k, v in os.environ.items() if k != "MALLOC_MMAP_THRESHOLD_"} | (env or {})
-    out = subprocess.run([sys.executable, "-c", ALLOCATOR_CHILD, mode], capture_output=True, text=True, check=True, env=environ)
+    return {k: v for k, v in os.environ.items() if k != "MALLOC_MMAP_THRESHOLD_"} | env
+
+
+def _allocator_child(mode: str, env: dict | None = None) -> tuple[bool, bool, float, float]:
+    out = subprocess.run([sys.executable, "-c", ALLOCATOR_CHILD, mode], capture_output=True, text=True, check=True, env=_child_env(**(env or {})))
     tuned, again, held, kept = out.stdout.split()
     return tuned == "True", again == "True", float(held), float(kept)
 
@@ -93,3 +97,45 @@ def test_tuned_allocator_hands_freed_tensors_back_where_glibc_alone_keeps_them()
 def test_an_mmap_threshold_in_the_environment_wins():
     tuned, _, _, _ = _allocator_child("tuned", {"MALLOC_MMAP_THRESHOLD_": "131072"})
     assert tuned is False
+
+
+ARITHMETIC_CHILD = """
+import hashlib
+import sys
+
+import torch
+
+from agents.memory import tune_allocator
+
+tuned = tune_allocator(None if sys.argv[1] == "glibc" else 1 << 20)
+from agents.models import TinyModelConfig, build_tiny_model
+from agents.train.setup import make_optimizer
+
+torch.set_num_threads(1)
+torch.manual_seed(0)
+model, _ = build_tiny_model(TinyModelConfig())
+optimizer, _ = make_optimizer(model, 1e-3, 1)
+ids = torch.randint(5, 100, (8, 128))  # logits of 2 MB: over the tuned threshold, under glibc's raised one
+for _ in range(2):
+    optimizer.zero_grad(set_to_none=True)
+    model(input_ids=ids, labels=ids).loss.backward()
+    optimizer.step()
+digest = hashlib.sha256()
+for tensor in model.state_dict().values():
+    digest.update(tensor.detach().numpy().tobytes())
+print(tuned, digest.hexdigest())
+"""
+
+
+def test_the_allocator_changes_no_arithmetic():
+    # Where memory comes from must not change a single bit of a training step.
+    import platform
+
+    def run(mode: str) -> list[str]:
+        return subprocess.run([sys.executable, "-c", ARITHMETIC_CHILD, mode], capture_output=True, text=True, check=True,
+                              env=_child_env()).stdout.split()
+
+    (glibc_tuned, glibc), (tuned_tuned, tuned) = run("glibc"), run("tuned")
+    assert glibc_tuned == "False"
+    assert tuned_tuned == str(sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc")
+    assert glibc == tuned
