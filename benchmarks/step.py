@@ -210,12 +210,15 @@ def bench_bound(allocator: str = "tuned", batches: tuple[int, ...] = (1, 8, 32),
 
         run(2)  # warm-up
         prefill_only = _best_seconds(lambda: run(1), 2)
+        cpu = os.times()
         full = _best_seconds(lambda: run(new_tokens), 2)
+        cpu_user, cpu_sys = os.times().user - cpu.user, os.times().system - cpu.system
         measured = batch * (new_tokens - 1) / max(full - prefill_only, 1e-9)
         context = prompt_tokens + new_tokens / 2
         step_s = max((weight_bytes + batch * context * kv_per_token) / bandwidth, 2 * n_params * batch / flops)
         bound = batch / step_s
         out["batches"][batch] = {"tok_s": measured, "bound_tok_s": bound, "fraction": measured / bound,
+                                 "sys_share": cpu_sys / max(cpu_user + cpu_sys, 1e-9),  # kernel time: page faults, mmap
                                  "limit": "memory" if step_s * bandwidth > 2 * n_params * batch / flops * bandwidth else "compute"}
     return out
 
@@ -260,6 +263,7 @@ def update_rss(setting: dict) -> dict:
     params = [q for q in model.parameters() if q.requires_grad]
     optimizer = adamw(params, 1e-5, setting.get("adamw", "fused"))
     seconds = []
+    cpu = os.times()
     for _ in range(2):  # the second step holds the optimizer's states from the first
         start = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
@@ -270,7 +274,9 @@ def update_rss(setting: dict) -> dict:
         seconds.append(time.perf_counter() - start)
     from agents.memory import peak_rss_gb
 
-    return {"peak_rss_gb": peak_rss_gb(), "update_s": min(seconds), "trainable": sum(q.numel() for q in params)}
+    user, system = os.times().user - cpu.user, os.times().system - cpu.system
+    return {"peak_rss_gb": peak_rss_gb(), "update_s": min(seconds), "sys_share": system / max(user + system, 1e-9),
+            "trainable": sum(q.numel() for q in params)}
 
 
 def _child(option: str, value: str, threads: int | None) -> dict:
@@ -288,7 +294,8 @@ def bench_memory(threads: int | None) -> dict:
     out = {}
     for name, setting in MEMORY_SETTINGS.items():
         out[name] = _child("--update-rss", json.dumps(setting), threads)
-        print(f"  {name}: peak RSS {out[name]['peak_rss_gb']:.2f} GB, update {out[name]['update_s']:.1f} s", flush=True)
+        print(f"  {name}: peak RSS {out[name]['peak_rss_gb']:.2f} GB, update {out[name]['update_s']:.1f} s "
+              f"({out[name]['sys_share']:.0%} of its CPU time in the kernel)", flush=True)
     return out
 
 
@@ -302,6 +309,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="whether the new path's update recomputes activations (part 1; default: the preset's choice)")
     p.add_argument("--hops", type=int, nargs="+", default=None, help="part 1 on questions of these hop counts instead of the preset's")
     p.add_argument("--max-response-tokens", type=int, default=None, help="part 1's episode budget instead of the preset's 256")
+    p.add_argument("--bound-rounds", type=int, default=2, help="part 2's rounds of one process per allocator, in turn")
     p.add_argument("--out", default=None, help="also write the figures as JSON here")
     p.add_argument("--update-rss", default=None, help=argparse.SUPPRESS)  # internal: part 3's child process
     p.add_argument("--bound", choices=["glibc", "tuned"], default=None, help=argparse.SUPPRESS)  # internal: part 2's child
@@ -333,17 +341,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"RL step ratio old / new: {s['ratio_old_over_new']:.2f}x (per step: {', '.join(f'{r:.2f}' for r in s['ratios'])}; "
               f"same sampled tokens per step: {s['same_sampled_tokens']})", flush=True)
     if "bound" not in args.skip:
-        print("\n== 2. Decode bound (SmolLM2-135M, fp32), with glibc's own allocator and the tuned one (a fresh process each)", flush=True)
-        results["bound"] = {}
-        for allocator in ("glibc", "tuned"):
-            b = results["bound"][allocator] = _child("--bound", allocator, args.threads)
-            print(f"{allocator}: memory bandwidth {b['bandwidth_gb_s']:.1f} GB/s (copy), matmul {b['matmul_gflop_s']:.0f} GFLOP/s (fp32), "
-                  f"weights {b['weight_bytes'] / 1e6:.0f} MB ({b['params'] / 1e6:.0f}M parameters)")
-            for batch, m in b["batches"].items():
-                print(f"  batch {batch:>2}: {m['tok_s']:7.1f} sampled tok/s, bound {m['bound_tok_s']:7.1f} ({m['limit']}-bound): "
-                      f"{m['fraction']:.2f} of the bound", flush=True)
-        glibc, tuned = results["bound"]["glibc"]["batches"], results["bound"]["tuned"]["batches"]
-        print("sampled tok/s tuned / glibc: " + ", ".join(f"batch {k} {tuned[k]['tok_s'] / glibc[k]['tok_s']:.2f}x" for k in tuned), flush=True)
+        print(f"\n== 2. Decode bound (SmolLM2-135M, fp32), with glibc's own allocator and the tuned one, in turn, {args.bound_rounds} "
+              "round(s) (a fresh process each)", flush=True)
+        results["bound"] = {"glibc": [], "tuned": []}
+        for _ in range(args.bound_rounds):
+            for allocator in ("glibc", "tuned"):
+                b = _child("--bound", allocator, args.threads)
+                results["bound"][allocator].append(b)
+                print(f"{allocator}: memory bandwidth {b['bandwidth_gb_s']:.1f} GB/s (copy), matmul {b['matmul_gflop_s']:.0f} GFLOP/s (fp32), "
+                      f"weights {b['weight_bytes'] / 1e6:.0f} MB ({b['params'] / 1e6:.0f}M parameters)")
+                for batch, m in b["batches"].items():
+                    print(f"  batch {batch:>2}: {m['tok_s']:7.1f} sampled tok/s, bound {m['bound_tok_s']:7.1f} ({m['limit']}-bound): "
+                          f"{m['fraction']:.2f} of the bound; {m['sys_share']:.0%} of the CPU time in the kernel", flush=True)
+        rate = {a: {k: statistics.median(r["batches"][k]["tok_s"] for r in runs) for k in runs[0]["batches"]} for a, runs in results["bound"].items()}
+        print("sampled tok/s tuned / glibc (medians over rounds): "
+              + ", ".join(f"batch {k} {rate['tuned'][k] / rate['glibc'][k]:.2f}x" for k in rate["tuned"]), flush=True)
     if "memory" not in args.skip:
         print("\n== 3. Peak RSS of the CPU preset's update (a fresh process each)", flush=True)
         results["memory"] = bench_memory(args.threads)
