@@ -63,12 +63,13 @@ _tuned: bool | None = None
 
 def tune_allocator(threshold: int | None = MMAP_THRESHOLD) -> bool:
     """Fix glibc's mmap threshold at `threshold` bytes for this process (`mallopt(M_MMAP_THRESHOLD)`); returns
-    whether it is in effect. The trainer and the in-process policy call it; the first call decides, so a
-    program that calls `tune_allocator(None)` first keeps glibc's own behaviour.
+    whether it is in effect. The trainer calls it with `TrainConfig.malloc_mmap_threshold` when that is set;
+    the first call decides, so a program that calls `tune_allocator(None)` first keeps glibc's own behaviour.
 
     glibc raises the threshold each time a large block is freed (up to 32 MB), so a model's per-token and
     per-layer tensors move onto the heap, where freed memory stays resident and fragments: the update's peak
-    RSS grows by gigabytes and decoding slows (measured in docs/learners.md, "Memory and the allocator").
+    RSS grows by gigabytes. A fixed threshold trades that for page faults on every large allocation: less
+    memory and faster decoding, a slower update (measured in docs/learners.md, "Memory and the allocator").
     A `MALLOC_MMAP_THRESHOLD_` in the environment (glibc's own setting) is left to win; elsewhere than glibc
     this does nothing."""
     global _tuned

@@ -8,18 +8,19 @@ Prints, in one run (each part can be skipped with `--skip`):
    both alike. The old path re-prefills every turn's whole context with transformers' `DynamicCache` and
    updates in micro-batches of 4 as they come (`rollout.reuse_kv=False`); the new path keeps each episode's
    KV cache between turns (`reuse_kv=True`) and updates with the preset's settings (and fused AdamW where
-   the old path has torch's default, foreach). Both run in this process, so under the allocator
-   `agents.memory.tune_allocator` sets (parts 2 and 3 measure what it changes). Per path: the median
+   the old path has torch's default, foreach). Both run in this process, under glibc's own allocator
+   (parts 2 and 3 measure what `TrainConfig.malloc_mmap_threshold` changes). Per path: the median
    step time and its split (the trainer's own `time/*` metrics), tokens sampled and prefilled (the same
    work: equal sampled tokens), and the median of the per-step ratios old / new.
-2. `bound`: in a fresh process with glibc's own allocator, then in one with the tuned allocator: the
+2. `bound`: in a fresh process with glibc's own allocator, then in one with its mmap threshold fixed at
+   1 MiB (`agents.memory.tune_allocator`), in turn: the
    machine's memory bandwidth (a large copy) and fp32 matmul rate, the model's weight bytes,
    and from them the decode bound at batch 1, 8 and 32 (a step reads every weight and the batch's KV cache
    once, and does 2 x parameters x batch flops); `HFPolicy`'s sampled tokens/s at each batch (prefill
    excluded) and its fraction of the bound; then the ratio of the two allocators' tokens/s per batch.
 3. `memory`: the peak RSS of the CPU preset's update (two optimizer steps of 8 trajectories of the preset's
-   lengths, in a fresh process each, so nothing else counts) for the old setting (glibc's own allocator,
-   foreach AdamW) and the alternatives.
+   lengths, in a fresh process each, so nothing else counts) for the old setting (foreach AdamW) and the
+   alternatives, with glibc's own allocator or the tuned one, and the share of CPU time in the kernel.
 4. `ranker`: COSEARCH's ranker calls of one turn, one `chat` per search as the env makes them, against the
    same calls gathered into one batch (`searchgym.backends.gather`, what the trainer does for COSEARCH):
    SmolLM2-135M as the ranker at its sampling temperature and token budget, on the oracle searches of
@@ -45,17 +46,19 @@ import time
 from pathlib import Path
 
 MEMORY_SETTINGS = {
-    "micro-batch 4, glibc's own allocator, foreach AdamW (old)": {"micro_batch": 4, "allocator": "glibc", "adamw": "foreach"},
-    "micro-batch 4, foreach AdamW": {"micro_batch": 4, "adamw": "foreach"},
+    "micro-batch 4, foreach AdamW (old)": {"micro_batch": 4, "adamw": "foreach"},
     "micro-batch 4 (the CPU preset)": {"micro_batch": 4},
-    "micro-batch 4 + checkpointing": {"micro_batch": 4, "gradient_checkpointing": True},
-    "micro-batch 1 + checkpointing": {"micro_batch": 1, "gradient_checkpointing": True},
-    "LoRA r16, micro-batch 4, glibc's own allocator": {"micro_batch": 4, "lora": True, "allocator": "glibc"},
+    "micro-batch 4, foreach AdamW, tuned allocator": {"micro_batch": 4, "adamw": "foreach", "allocator": "tuned"},
+    "micro-batch 4, tuned allocator": {"micro_batch": 4, "allocator": "tuned"},
+    "micro-batch 4 + checkpointing, tuned allocator": {"micro_batch": 4, "gradient_checkpointing": True, "allocator": "tuned"},
+    "micro-batch 1 + checkpointing, tuned allocator": {"micro_batch": 1, "gradient_checkpointing": True, "allocator": "tuned"},
     "LoRA r16, micro-batch 4": {"micro_batch": 4, "lora": True},
-    "LoRA r16, micro-batch 4 + checkpointing": {"micro_batch": 4, "lora": True, "gradient_checkpointing": True},
+    "LoRA r16, micro-batch 4, tuned allocator": {"micro_batch": 4, "lora": True, "allocator": "tuned"},
+    "LoRA r16, micro-batch 4 + checkpointing, tuned allocator": {"micro_batch": 4, "lora": True, "gradient_checkpointing": True,
+                                                                 "allocator": "tuned"},
 }
-"""The update settings whose peak RSS part 3 measures: `OptimConfig` fields, and `allocator` "glibc" for a
-process that keeps glibc's own mmap threshold (`agents.memory.tune_allocator`)."""
+"""The update settings whose peak RSS part 3 measures: `OptimConfig` fields, and `allocator` "tuned" for a
+process whose glibc mmap threshold is fixed at 1 MiB (`TrainConfig.malloc_mmap_threshold`)."""
 
 
 def _preset_config(out: Path, hops: tuple[int, ...] | None = None, max_response_tokens: int | None = None, learner: str = "grpo",
@@ -237,7 +240,7 @@ def update_rss(setting: dict) -> dict:
     from agents.train.update import policy_gradient_step
     from benchmarks.learners import PRESETS
 
-    tune_allocator(None if setting.get("allocator") == "glibc" else MMAP_THRESHOLD)
+    tune_allocator(MMAP_THRESHOLD if setting.get("allocator") == "tuned" else None)
     p = PRESETS["cpu"]
     model, tok = load_model_and_tokenizer(p.model, dtype="float32")
     if setting.get("lora"):

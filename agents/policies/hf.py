@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from agents.memory import tune_allocator
 from agents.models import DTypeName, ensure_pad_token, load_model_and_tokenizer
 from agents.policies.base import Completion, SamplingParams, check_budgets, find_stop, resolve_stop_ids
 from agents.policies.kv import KeptRow, KeptRows, growing_cache, plain_cache, weights_fingerprint
@@ -86,7 +85,6 @@ class HFPolicy:
         self.model = model
         self.tokenizer = tokenizer
         self.config = config or HFPolicyConfig()
-        tune_allocator()
         ensure_pad_token(tokenizer)
         self._version = 0
         self._kept = KeptRows()

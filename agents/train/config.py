@@ -232,6 +232,11 @@ class TrainConfig:
     threads: int | None = None
     """Threads for torch, numba, FAISS and BLAS in this process (None: the physical cores it may use;
     `searchgym.threads`). On a shared machine, fewer threads than cores can be faster."""
+    malloc_mmap_threshold: int | None = None
+    """Fix glibc's mmap threshold at this many bytes for the process (`agents.memory.tune_allocator`; e.g.
+    1048576): freed tensors go back to the OS instead of fragmenting the heap. A trade, measured in
+    docs/learners.md: less peak memory and faster decoding, a slower update (fresh pages fault in). None
+    keeps glibc's own behaviour."""
     out_dir: str = "runs/train"
     """Checkpoints, metrics.jsonl, caches and pushed weights go here."""
     checkpoint_every: int = 1
@@ -255,6 +260,8 @@ class TrainConfig:
             if not isinstance(getattr(self, name), kind):
                 raise ConfigError(f"TrainConfig.{name} must be an {kind.__name__}, got {getattr(self, name)!r}")
         _at_least(self, 1, "steps", "questions_per_step")
+        if self.malloc_mmap_threshold is not None and self.malloc_mmap_threshold < 4096:
+            raise ConfigError(f"malloc_mmap_threshold must be None or at least 4096 bytes (a page), got {self.malloc_mmap_threshold}")
         check_threads(self.threads)
         if self.eval_questions < 0 or self.checkpoint_every < 0:
             raise ConfigError("eval_questions and checkpoint_every must be >= 0")

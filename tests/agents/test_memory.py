@@ -139,3 +139,14 @@ def test_the_allocator_changes_no_arithmetic():
     assert glibc_tuned == "False"
     assert tuned_tuned == str(sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc")
     assert glibc == tuned
+
+
+def test_a_threshold_under_a_page_is_a_config_error():
+    import pytest
+
+    from agents.train import TrainConfig
+    from searchgym.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="malloc_mmap_threshold must be None or at least 4096"):
+        TrainConfig(malloc_mmap_threshold=100)
+    assert TrainConfig().malloc_mmap_threshold is None  # glibc's own behaviour unless asked
