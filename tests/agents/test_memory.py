@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import os
+import platform
 import subprocess
 import sys
 
+import pytest
+
 from agents.memory import peak_rss_gb
+
+GLIBC_LINUX = sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
+"""Where mallopt's mmap threshold, malloc_trim and /proc exist."""
+needs_glibc = pytest.mark.skipif(not GLIBC_LINUX, reason="mallopt's mmap threshold and /proc are glibc Linux's")
 
 CHILD = """
 from agents.memory import peak_rss_gb
@@ -30,13 +38,9 @@ def test_peak_rss_is_the_process_own_and_grows_with_an_allocation():
 
 
 def test_release_memory_trims_the_heap_on_glibc_linux():
-    import platform
-    import sys
-
     from agents.memory import release_memory
 
-    glibc = sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
-    assert release_memory() is glibc
+    assert release_memory() is GLIBC_LINUX
 
 
 ALLOCATOR_CHILD = """
@@ -68,8 +72,6 @@ print(tuned, again, held, rss_mb() - base)
 
 def _child_env(**env: str) -> dict[str, str]:
     """This environment without glibc's own threshold setting (which would win over `tune_allocator`)."""
-    import os
-
     return {k: v for k, v in os.environ.items() if k != "MALLOC_MMAP_THRESHOLD_"} | env
 
 
@@ -79,13 +81,8 @@ def _allocator_child(mode: str, env: dict | None = None) -> tuple[bool, bool, fl
     return tuned == "True", again == "True", float(held), float(kept)
 
 
+@needs_glibc
 def test_tuned_allocator_hands_freed_tensors_back_where_glibc_alone_keeps_them():
-    import platform
-
-    import pytest
-
-    if not (sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"):
-        pytest.skip("mallopt's mmap threshold is glibc's")
     tuned, again, held, kept = _allocator_child("glibc")
     assert (tuned, again) == (False, False)  # tune_allocator(None) first: glibc's behaviour for the process
     assert held > 90 and kept > 80, (held, kept)  # freed but still resident: the heap keeps it
@@ -94,13 +91,8 @@ def test_tuned_allocator_hands_freed_tensors_back_where_glibc_alone_keeps_them()
     assert held > 90 and kept < 10, (held, kept)  # each 4 MB tensor had its own mapping, returned when freed
 
 
+@needs_glibc
 def test_an_mmap_threshold_in_the_environment_wins():
-    import platform
-
-    import pytest
-
-    if not (sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"):
-        pytest.skip("the child reads /proc and glibc's setting")
     tuned, _, _, _ = _allocator_child("tuned", {"MALLOC_MMAP_THRESHOLD_": "131072"})
     assert tuned is False
 
@@ -135,21 +127,17 @@ print(tuned, digest.hexdigest())
 
 def test_the_allocator_changes_no_arithmetic():
     # Where memory comes from must not change a single bit of a training step.
-    import platform
-
     def run(mode: str) -> list[str]:
         return subprocess.run([sys.executable, "-c", ARITHMETIC_CHILD, mode], capture_output=True, text=True, check=True,
                               env=_child_env()).stdout.split()
 
     (glibc_tuned, glibc), (tuned_tuned, tuned) = run("glibc"), run("tuned")
     assert glibc_tuned == "False"
-    assert tuned_tuned == str(sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc")
+    assert tuned_tuned == str(GLIBC_LINUX)
     assert glibc == tuned
 
 
 def test_a_threshold_under_a_page_is_a_config_error():
-    import pytest
-
     from agents.train import TrainConfig
     from searchgym.errors import ConfigError
 
