@@ -97,6 +97,10 @@ class Preset:
     """Recompute activations in the update's backward pass (`OptimConfig.gradient_checkpointing`)."""
     max_batch_rows: int = 64
     """Rows the in-process policy decodes together (`RolloutConfig.max_batch_rows`)."""
+    micro_batch: int = 4
+    """Rows per forward and backward pass of the updates and the cold start (`OptimConfig.micro_batch`): fewer
+    rows hold less memory and give the same gradient up to float rounding (tested), like
+    `gradient_checkpointing`; both are how a run computes, not what it learns, so runs that differ in them merge."""
     max_turns: int = 3
     """Env turns per episode (`EnvConfig.max_turns`): a k-hop question needs k searches and an answer."""
     eval_samples: int = 0
@@ -122,8 +126,9 @@ class Preset:
     every seed evaluates on the same questions."""
 
     def __post_init__(self) -> None:
-        if self.workers < 1:
-            raise ConfigError(f"Preset.workers must be >= 1, got {self.workers}")
+        for name in ("workers", "micro_batch"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"Preset.{name} must be >= 1, got {getattr(self, name)}")
         if self.shared_start and self.world_seed is None:
             raise ConfigError("Preset.shared_start needs a fixed world_seed: every seed must evaluate on the start policy's questions")
 
@@ -257,7 +262,8 @@ def train_config(preset: Preset, steps: int, seed: int, out: Path, backend: dict
         rollout=RolloutConfig(group_size=preset.group, max_turn_tokens=preset.max_turn_tokens,
                               max_response_tokens=preset.max_response_tokens, max_batch_rows=preset.max_batch_rows,
                               **backend.get("rollout", {})),
-        optim=OptimConfig(lr=preset.lr, cold_start_steps=cold_start_steps, gradient_checkpointing=preset.gradient_checkpointing))
+        optim=OptimConfig(lr=preset.lr, cold_start_steps=cold_start_steps, gradient_checkpointing=preset.gradient_checkpointing,
+                          micro_batch=preset.micro_batch))
 
 
 def _run_seed(preset: Preset, learners: list[str], steps: int, seed: int, out: Path, backend: dict | None = None,
@@ -393,9 +399,10 @@ def _write_json(path: Path, value) -> None:
     os.replace(tmp, path)
 
 
-RESUME_FREE = ("threads", "resume", "checkpoint_every")
-"""`TrainConfig` fields a resumed learner may change: how many threads compute it and whether it checkpoints
-do not change what it learns."""
+RESUME_FREE = ("threads", "resume", "checkpoint_every", "optim.micro_batch", "optim.gradient_checkpointing")
+"""`TrainConfig` fields a resumed learner may change: how many threads compute it, whether it checkpoints and
+how its update holds its memory do not change what it learns (the last two change float rounding, so a resume
+is bit-exact only with the same ones)."""
 
 
 RL_ONLY = ("steps", "questions_per_step", "learner", "learner_name", "optim.lr", "optim.warmup_steps", "rollout.group_size")
@@ -625,10 +632,11 @@ def evaluated_starts(seed_results) -> dict[str, dict]:
     return {str(Path(r["start"]["model"]).resolve()): r for r in seed_results if "eval" in r.get("start", {})}
 
 
-NOT_A_SETTING = ("steps", "seeds", "learners", "workers", "eval_base", "learner_options")
+NOT_A_SETTING = ("steps", "seeds", "learners", "workers", "eval_base", "learner_options", "micro_batch", "gradient_checkpointing")
 """Preset fields two runs may differ in and still merge: the defaults a run's own flags replace (its RL step
 count is compared as the run's `steps`), how many processes trained it (the same results, tested), whether
-the released model was evaluated, and the learners' options (compared learner by learner)."""
+the released model was evaluated, the learners' options (compared learner by learner), and how the update
+holds its memory (micro-batch, activation checkpointing: the same gradient up to float rounding, tested)."""
 
 
 def merge_results(paths: list[Path]) -> tuple[dict, dict[int, dict]]:
@@ -763,6 +771,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, help="torch/BLAS threads (TrainConfig.threads; default: the physical cores). On a machine "
                    "that other jobs share, 1 thread can be several times faster than 2")
     p.add_argument("--workers", type=int, help="override the preset's learner processes side by side (Preset.workers)")
+    p.add_argument("--micro-batch", type=int, help="override the preset's rows per forward/backward pass of the update "
+                   "(Preset.micro_batch): less memory, the same gradient up to float rounding")
+    p.add_argument("--gradient-checkpointing", action=argparse.BooleanOptionalAction, default=None,
+                   help="recompute activations in the update's backward pass (default: the preset's): less memory, slower")
     p.add_argument("--eval-base", action=argparse.BooleanOptionalAction, default=None,
                    help="also evaluate the model as released, before its cold start (default: the preset's; the cpu preset does not)")
     p.add_argument("--eval-samples", type=int, help="override the preset's Avg@k samples per test question (0: greedy only)")
@@ -801,7 +813,8 @@ def main(argv: list[str] | None = None) -> int:
     overrides = {k: v for k, v in (("eval_questions", args.eval_questions), ("eval_samples", args.eval_samples), ("lr", args.lr),
                                    ("eval_base", args.eval_base),
                                    ("questions", args.questions), ("group", args.group),
-                                   ("workers", args.workers)) if v is not None}
+                                   ("workers", args.workers), ("micro_batch", args.micro_batch),
+                                   ("gradient_checkpointing", args.gradient_checkpointing)) if v is not None}
     if args.learner_option:
         overrides["learner_options"] = parse_learner_options(args.learner_option, preset.learner_options)
     preset = replace(preset, **overrides)

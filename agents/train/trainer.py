@@ -128,7 +128,7 @@ class Trainer:
             self.second_model = self.learner.second_model(SecondModelContext(
                 learner_config=self.learner_config, policy_model=config.model, seed=config.seed, device=config.device,
                 micro_batch=config.optim.micro_batch, max_grad_norm=config.optim.max_grad_norm,
-                load_model=lambda name, seed: setup.load_model(name, seed, config.device), optimizer=self._optimizer,
+                load_model=self._load_second_model, optimizer=self._optimizer,
                 policy_gradient_step=policy_gradient_step if self.accelerator is None else self._data_parallel_step,
                 supervised_step=sft_step, rank=self.rank,
                 gather_objects=None if self.accelerator is None else self._gather_objects,
@@ -184,6 +184,14 @@ class Trainer:
 
     def _optimizer(self, model: torch.nn.Module):
         return setup.make_optimizer(model, self.config.optim.lr, self.config.optim.warmup_steps, self.config.optim.adamw)
+
+    def _load_second_model(self, name: str, seed: int):
+        """A second model (COSEARCH's ranker) on the run's device, recomputing its activations in backward
+        like the policy when `optim.gradient_checkpointing` is set."""
+        model, tokenizer = setup.load_model(name, seed, self.config.device)
+        if self.config.optim.gradient_checkpointing:
+            setup.enable_activation_checkpointing(model)
+        return model, tokenizer
 
     @property
     def is_main(self) -> bool:

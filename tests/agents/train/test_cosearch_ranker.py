@@ -33,8 +33,9 @@ class ScriptedRanker:
         return {"kind": "scripted"}
 
 
-def test_ranker_groups_calls_and_updates(tmp_path):
-    trainer = Trainer(tiny_config(tmp_path, learner="cosearch", top_k=2))
+def _scripted_ranker_step(trainer):
+    """One ranker update on four oracle episodes of one question whose ranker calls get scripted replies:
+    returns the update's metrics, with the ranker's weights before it."""
     env = trainer._make_env("train")
     base = env.unwrapped
     ranker = trainer.second_model
@@ -60,11 +61,16 @@ def test_ranker_groups_calls_and_updates(tmp_path):
     calls = [i["ranker"] for t in trajectories for i in t.step_infos if i.get("ranker")]
     assert len(calls) == 4 and [c["valid"] for c in calls] == [True, True, True, False]
     before = {n: p.detach().clone() for n, p in ranker_model.named_parameters()}
-    metrics = ranker.train_step(trajectories, trainer.env)
+    return ranker.train_step(trajectories, trainer.env), before
+
+
+def test_ranker_groups_calls_and_updates(tmp_path):
+    trainer = Trainer(tiny_config(tmp_path, learner="cosearch", top_k=2))
+    metrics, before = _scripted_ranker_step(trainer)
     trainer.close()
     assert metrics["ranker/calls"] == 4 and metrics["ranker/groups"] == 1
     assert metrics["ranker/valid_rate"] == 0.75
-    assert any(not torch.equal(before[n], p) for n, p in ranker_model.named_parameters())
+    assert any(not torch.equal(before[n], p) for n, p in trainer.models["ranker"].named_parameters())
 
 
 def test_ranker_cold_start_runs_once_at_step_0_and_not_on_resume(tmp_path):
@@ -142,3 +148,17 @@ def test_identical_calls_each_keep_their_generation(tmp_path):
         assert taken[0].token_ids == taken[2].token_ids and sum(taken[0].loss_mask) > 0
     finally:
         trainer.close()
+
+
+def test_the_ranker_recomputes_activations_when_the_run_does(tmp_path):
+    """`optim.gradient_checkpointing` is how a run holds its update's memory: the ranker's update, COSEARCH's
+    second, follows it like the policy's, and still trains."""
+    plain = Trainer(tiny_config(tmp_path / "a", learner="cosearch", top_k=2))
+    assert not plain.model.is_gradient_checkpointing and not plain.models["ranker"].is_gradient_checkpointing
+    plain.close()
+    trainer = Trainer(tiny_config(tmp_path / "b", learner="cosearch", top_k=2, gradient_checkpointing=True, micro_batch=1))
+    assert trainer.model.is_gradient_checkpointing and trainer.models["ranker"].is_gradient_checkpointing
+    metrics, before = _scripted_ranker_step(trainer)
+    trainer.close()
+    assert metrics["ranker/groups"] == 1
+    assert any(not torch.equal(before[n], p) for n, p in trainer.models["ranker"].named_parameters())

@@ -324,3 +324,31 @@ def test_merges_that_would_mix_two_settings_of_a_learner_are_refused(tmp_path):
     other_start = _run_file(tmp_path, "other", [0], start="another-start", grpo=[[1, 1, 1, 1]])
     with pytest.raises(ConfigError, match="another policy"):
         learners.merge_results([plain, other_start])
+
+
+def test_memory_settings_reach_both_updates_and_do_not_split_a_setting(tmp_path):
+    """--micro-batch and --gradient-checkpointing change how the update holds memory, not its gradient (tested
+    in test_update): the run's config carries them, yet a run with them merges with, and resumes, one without."""
+    from searchgym.errors import ConfigError
+
+    preset = replace(learners.PRESETS["tiny"], micro_batch=1, gradient_checkpointing=True)
+    config = learners.train_config(preset, 1, 0, tmp_path, {}, 1, "cosearch", "tiny", "cosearch")
+    assert config.optim.micro_batch == 1 and config.optim.gradient_checkpointing
+    plain = learners.train_config(learners.PRESETS["tiny"], 1, 0, tmp_path, {}, 1, "cosearch", "tiny", "cosearch")
+    assert plain.optim.micro_batch == 4 and not plain.optim.gradient_checkpointing
+    assert learners._setting(config) == learners._setting(plain)
+    assert learners._setting(replace(plain, optim=replace(plain.optim, lr=1.0))) != learners._setting(plain)
+
+    a = _run_file(tmp_path, "a", [0], grpo=[[0, 0, 1, 1]])
+    b = _run_file(tmp_path, "b", [1], grpo=[[0, 1, 1, 1]])
+    run = json.loads(b.read_text())
+    run["preset"].update(micro_batch=1, gradient_checkpointing=True)
+    b.write_text(json.dumps(run))
+    _, per_seed = learners.merge_results([a, b])
+    assert sorted(per_seed) == [0, 1]
+    run["preset"]["max_batch_rows"] = 8  # not a memory setting of the update: refused as before
+    b.write_text(json.dumps(run))
+    with pytest.raises(ConfigError, match="another preset"):
+        learners.merge_results([a, b])
+    with pytest.raises(ConfigError, match="micro_batch must be >= 1"):
+        replace(learners.PRESETS["tiny"], micro_batch=0)
