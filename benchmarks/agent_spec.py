@@ -1,5 +1,5 @@
 """The agent of `python -m benchmarks.compare --agent SPEC`: a Python callable, an OpenAI-compatible endpoint,
-or a model, each evaluated greedily on the first questions of an env.
+or a model, each evaluated greedily (plus k samples per question for Avg@k) on the first questions of an env.
 
 SPEC is one of:
 
@@ -28,7 +28,12 @@ SPEC is one of:
    (`benchmarks.eval.load_policy`). It runs in this process through the same rollout engine and budgets as
    the reference learners' evaluation (`agents.train.evaluate.greedy_eval`).
 
-Every kind returns the learners benchmark's metrics: `eval/em`, `eval/f1`, `eval/searches`, `eval/questions`.
+Every kind returns the learners benchmark's evaluation (`agents.train.evaluate.Evaluation`): the metrics
+`eval/em`, `eval/f1`, `eval/searches`, `eval/questions` and each question's greedy EM. With `samples` = k >= 2
+it also runs k sampled episodes per question and adds Avg@k (`eval/avg@k/em`, `eval/avg@k/f1`, as CW-GRPO
+reports) and each question's mean EM over them: a model samples at `temperature` from the reference seed's
+sampling seed, as the learners' own evaluation does; an endpoint samples at `temperature` (unseeded); a
+Python agent is simply called k more times per question (a deterministic one scores its greedy EM again).
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from agents.train.evaluate import eval_metrics
+from agents.train.evaluate import Evaluation, eval_metrics, per_question_em, sampled_metrics
 from searchgym.errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -138,30 +143,37 @@ class CallableAgent:
     def describe(self) -> dict[str, Any]:
         return {"agent": "callable", "spec": self.spec}
 
-    def progress(self, questions: int, max_turns: int, rollout: Mapping[str, Any]) -> tuple[int | None, str]:
-        return questions, "episode"
+    def progress(self, questions: int, max_turns: int, rollout: Mapping[str, Any], samples: int = 0) -> tuple[int | None, str]:
+        return questions * (1 + samples), "episode"
 
-    def evaluate(self, make_env: Callable[[], gym.Env], questions: int, rollout: Mapping[str, Any], bar: Any = None) -> dict[str, float]:
+    def evaluate(self, make_env: Callable[[], gym.Env], questions: int, rollout: Mapping[str, Any], bar: Any = None, *,
+                 samples: int = 0, temperature: float = 1.0, seed: int = 0) -> Evaluation:
         env = make_env()
-        summaries = []
+        greedy, sampled = [], []
         try:
             for index in range(min(questions, len(env.unwrapped.records))):
-                act = self.new_episode()
-                observation, info = env.reset(options={"index": index})
-                done = False
-                while not done:
-                    action = act(observation, info)
-                    if not isinstance(action, str):
-                        raise ConfigError(f"--agent {self.spec!r} returned a {type(action).__name__} on question {index} "
-                                          f"({info.get('question_id')}); an agent returns the action text, a str")
-                    observation, _, terminated, truncated, info = env.step(action)
-                    done = terminated or truncated
-                summaries.append(info.get("episode", {}))
-                if bar is not None:
-                    bar.update(1)
+                greedy.append(self._episode(env, index, bar))
+            for index in range(len(greedy)):
+                sampled += [self._episode(env, index, bar) for _ in range(samples)]
         finally:
             env.close()
-        return eval_metrics(summaries)
+        return _evaluation(greedy, sampled, samples)
+
+    def _episode(self, env: gym.Env, index: int, bar: Any) -> dict:
+        """One episode of question `index`, its summary (`info["episode"]`)."""
+        act = self.new_episode()
+        observation, info = env.reset(options={"index": index})
+        done = False
+        while not done:
+            action = act(observation, info)
+            if not isinstance(action, str):
+                raise ConfigError(f"--agent {self.spec!r} returned a {type(action).__name__} on question {index} "
+                                  f"({info.get('question_id')}); an agent returns the action text, a str")
+            observation, _, terminated, truncated, info = env.step(action)
+            done = terminated or truncated
+        if bar is not None:
+            bar.update(1)
+        return info.get("episode", {})
 
     def close(self) -> None:
         pass
@@ -190,27 +202,33 @@ class ChatAgent:
     def describe(self) -> dict[str, Any]:
         return self.policy.describe()
 
-    def progress(self, questions: int, max_turns: int, rollout: Mapping[str, Any]) -> tuple[int | None, str]:
+    def progress(self, questions: int, max_turns: int, rollout: Mapping[str, Any], samples: int = 0) -> tuple[int | None, str]:
         return None, "it"
 
-    def evaluate(self, make_env: Callable[[], gym.Env], questions: int, rollout: Mapping[str, Any], bar: Any = None) -> dict[str, float]:
+    def evaluate(self, make_env: Callable[[], gym.Env], questions: int, rollout: Mapping[str, Any], bar: Any = None, *,
+                 samples: int = 0, temperature: float = 1.0, seed: int = 0) -> Evaluation:
         from agents.policies.base import SamplingParams
         from agents.rollout.chat import run_chat_episodes
 
         probe = make_env()
         n = min(questions, len(probe.unwrapped.records))
         probe.close()
-        params = SamplingParams(temperature=0.0, max_new_tokens=int(rollout["max_turn_tokens"]), stop=tuple(rollout.get("stop") or ()))
-        episodes = run_chat_episodes(self.policy, make_env, [{"options": {"index": i}} for i in range(n)], params,
-                                     system_prompt=rollout.get("system_prompt"))
-        return eval_metrics([e.step_infos[-1].get("episode", {}) if e.step_infos else {} for e in episodes])
+        starts = [{"options": {"index": i}} for i in range(n)]
+
+        def episodes(temperature: float, k: int) -> list[dict]:
+            params = SamplingParams(temperature=temperature, max_new_tokens=int(rollout["max_turn_tokens"]), n=k,
+                                    stop=tuple(rollout.get("stop") or ()))
+            done = run_chat_episodes(self.policy, make_env, starts, params, system_prompt=rollout.get("system_prompt"))
+            return [e.step_infos[-1].get("episode", {}) if e.step_infos else {} for e in done]
+
+        return _evaluation(episodes(0.0, 1), episodes(temperature, samples) if samples else [], samples)
 
     def close(self) -> None:
         self.policy.close()
 
 
 class ModelAgent:
-    """A model (name or folder, optionally a checkpoint on top) sampled in this process, greedily."""
+    """A model (name or folder, optionally a checkpoint on top) sampled in this process."""
 
     def __init__(self, model: str, *, checkpoint: str | None = None, seed: int = 0):
         from benchmarks.eval import load_policy
@@ -221,25 +239,39 @@ class ModelAgent:
     def describe(self) -> dict[str, Any]:
         return {**self.policy.describe(), "checkpoint": self.checkpoint}
 
-    def progress(self, questions: int, max_turns: int, rollout: Mapping[str, Any]) -> tuple[int | None, str]:
+    def progress(self, questions: int, max_turns: int, rollout: Mapping[str, Any], samples: int = 0) -> tuple[int | None, str]:
         from benchmarks.progress import generation_budget
 
-        return generation_budget(questions, max_turns, int(rollout["max_turn_tokens"]), self.policy.config.max_batch_rows), "pass"
+        rows, tokens = self.policy.config.max_batch_rows, int(rollout["max_turn_tokens"])
+        total = generation_budget(questions, max_turns, tokens, rows)
+        if samples:
+            total += generation_budget(questions, max_turns, tokens, max(1, rows // samples) if rows else None)
+        return total, "pass"
 
-    def evaluate(self, make_env: Callable[[], gym.Env], questions: int, rollout: Mapping[str, Any], bar: Any = None) -> dict[str, float]:
+    def evaluate(self, make_env: Callable[[], gym.Env], questions: int, rollout: Mapping[str, Any], bar: Any = None, *,
+                 samples: int = 0, temperature: float = 1.0, seed: int = 0) -> Evaluation:
         from contextlib import nullcontext
 
         from agents.rollout import RolloutConfig
-        from agents.train.evaluate import greedy_eval
+        from agents.train.evaluate import evaluate_policy
         from benchmarks.progress import counting_passes
 
         stop = rollout.get("stop")
         config = RolloutConfig(**{**rollout, "stop": None if stop is None else tuple(stop)})
         with counting_passes(self.policy.model, bar) if bar is not None else nullcontext():
-            return greedy_eval(self.policy, make_env, config, questions)
+            return evaluate_policy(self.policy, make_env, config, questions, samples=samples, temperature=temperature, seed=seed)
 
     def close(self) -> None:
         pass
+
+
+def _evaluation(greedy: list[dict], sampled: list[dict], samples: int) -> Evaluation:
+    """The evaluation of one greedy episode summary per question and `samples` sampled ones per question
+    (group-major), as `agents.train.evaluate.evaluate_policy` reports it."""
+    metrics = eval_metrics(greedy)
+    if samples:
+        metrics.update(sampled_metrics(sampled, samples))
+    return Evaluation(metrics, [float(s.get("em", 0.0)) for s in greedy], per_question_em(sampled, samples) if samples else None)
 
 
 def agent_name(agent: Any) -> str:

@@ -5,7 +5,11 @@ results carry the fingerprint of its evaluation env (`benchmarks.fingerprint`). 
 rebuilt from that fingerprint and checked against it, the agent is evaluated greedily on the same questions
 (the first `eval_questions` of the env) with the same turn and token budgets, and one table is printed: the
 reference policies (base, cold-started, each learner) and the agent, with test EM, F1 and searches per
-episode; mean +- sample std over seeds when there are several.
+episode; mean +- sample std over seeds when there are several. `--samples K` also samples K episodes per
+question and adds an Avg@K EM column (CW-GRPO's metric): a model samples at `--temperature` (1.0, the
+learners' evaluation's) seeded by the reference seed, so a reference policy given as a model scores the
+Avg@K the learners benchmark's `--eval-samples K` recorded for it; reference policies evaluated without
+samples show "-" there.
 
 `--agent` is a Python callable (`module:callable`), an OpenAI-compatible endpoint (`http(s)://...`) or a
 model name/folder (with `--checkpoint`); `benchmarks.agent_spec` says how each is called.
@@ -36,6 +40,13 @@ from searchgym.errors import ConfigError, DataError
 
 METRICS = (("eval/em", "test EM"), ("eval/f1", "test F1"), ("eval/searches", "searches/ep"))
 
+
+def metrics(samples: int = 0) -> tuple[tuple[str, str], ...]:
+    """The table's columns: `METRICS`, with Avg@k EM after test EM when the agent was sampled k times."""
+    if samples < 2:
+        return METRICS
+    return (METRICS[0], (f"eval/avg@{samples}/em", f"Avg@{samples} EM"), *METRICS[1:])
+
 RERUN = "re-run the learners benchmark (python -m benchmarks.learners ...) with this version for a reference compare can rebuild"
 
 
@@ -64,17 +75,26 @@ def policies(seed_results: Mapping[str, Any]) -> list[str]:
 
 def compare(reference_path: str | Path, agent_spec: str | Any, *, questions: int | None = None, seeds: Sequence[str] | None = None,
             requests: Mapping[str, Any] | None = None, cache_dir: str | Path | None | bool = None, checkpoint: str | None = None,
-            model_name: str = "default", api_key: str | None = None, progress: bool = False) -> dict[str, Any]:
+            model_name: str = "default", api_key: str | None = None, progress: bool = False, samples: int = 0,
+            temperature: float = 1.0) -> dict[str, Any]:
     """Evaluate the agent `agent_spec` (an `--agent` string, or a Python agent object: a function, an object
     with `act`, or a class; `benchmarks.agent_spec`) on every (or each of `seeds`) seed's fingerprinted env.
 
+    `samples` = k >= 2 also runs k sampled episodes per question (Avg@k) at `temperature`, seeded by each
+    reference seed (a seed that is not a number seeds 0).
+
     Returns {"reference": path, "agent": spec, "describe": the agent's description, "seeds": [...],
-    "questions": per seed evaluated, "eval_questions": the reference's count, "per_seed": {seed: metrics}}.
-    Raises ConfigError before any episode when a requested setting, a seed, `questions` or the rebuilt env
-    differs from the reference."""
+    "questions": per seed evaluated, "eval_questions": the reference's count, "samples": k, "temperature": t,
+    "per_seed": {seed: metrics}, "per_question": {seed: {"em": greedy EM per question, "avg_em": mean EM of
+    each question's samples (with samples)}}}. Raises ConfigError before any episode when a requested
+    setting, a seed, `questions`, `samples` or the rebuilt env differs from the reference."""
     from benchmarks.agent_spec import agent_name, resolve_agent
     from benchmarks.progress import phase
 
+    if samples == 1 or samples < 0:
+        raise ConfigError(f"--samples {samples}: give 0 (greedy only) or k >= 2 sampled episodes per question for Avg@k")
+    if samples and temperature <= 0:
+        raise ConfigError(f"--temperature {temperature}: samples at temperature 0 would all be the greedy episode")
     reference = load_reference(reference_path)
     available = list(reference["results"])
     chosen = [str(s) for s in seeds] if seeds else available
@@ -111,24 +131,31 @@ def compare(reference_path: str | Path, agent_spec: str | Any, *, questions: int
         factories[seed] = (make_env, max_turns)
 
     agent = resolve_agent(agent_spec, checkpoint=checkpoint, model_name=model_name, api_key=api_key)
-    per_seed = {}
+    per_seed, per_question = {}, {}
+    how = f"greedy + {samples} samples each" if samples else "greedy"
     try:
         for seed, (make_env, max_turns) in factories.items():
             rollout = fingerprints[seed]["rollout"]
+            kwargs = {"samples": samples, "temperature": temperature, "seed": int(seed) if seed.lstrip("-").isdigit() else 0}
             if progress:
-                total, unit = agent.progress(n, max_turns, rollout)
-                with phase(f"[{agent_name(agent_spec)}] seed {seed}: {n} questions, greedy", total, unit) as bar:
-                    per_seed[seed] = agent.evaluate(make_env, n, rollout, bar)
+                total, unit = agent.progress(n, max_turns, rollout, samples)
+                with phase(f"[{agent_name(agent_spec)}] seed {seed}: {n} questions, {how}", total, unit) as bar:
+                    evaluation = agent.evaluate(make_env, n, rollout, bar, **kwargs)
             else:
-                per_seed[seed] = agent.evaluate(make_env, n, rollout)
+                evaluation = agent.evaluate(make_env, n, rollout, **kwargs)
+            per_seed[seed] = evaluation.metrics
+            per_question[seed] = {"em": evaluation.em, **({"avg_em": evaluation.avg_em} if evaluation.avg_em is not None else {})}
         describe = agent.describe()
     finally:
         agent.close()
     return {"reference": str(reference_path), "agent": agent_name(agent_spec), "describe": describe, "seeds": chosen, "questions": n,
-            "eval_questions": eval_questions, "per_seed": per_seed}
+            "eval_questions": eval_questions, "samples": samples, "temperature": temperature, "per_seed": per_seed,
+            "per_question": per_question}
 
 
-def _cell(values: list[float]) -> str:
+def _cell(values: list[float | None]) -> str:
+    if not values or any(v is None for v in values):
+        return "-"
     if len(values) == 1:
         return f"{values[0]:.3f}"
     return f"{np.mean(values):.3f} ± {np.std(values, ddof=1):.3f}"
@@ -142,15 +169,18 @@ def table(reference: Mapping[str, Any], result: Mapping[str, Any]) -> str:
     make = fp["make"]
     split = f" {make['split']} split" if "split" in make else ""
     over = f"mean ± std over seeds {', '.join(seeds)}" if len(seeds) > 1 else f"seed {seeds[0]}"
-    lines = [f"{fp['env_id']}{split}, first {fp['eval_questions']} questions per seed, greedy; {over}", "",
-             "| policy | " + " | ".join(label for _, label in METRICS) + " | questions |",
-             "|---" * (len(METRICS) + 2) + "|"]
+    samples = result.get("samples", 0)
+    columns = metrics(samples)
+    how = f"greedy, and Avg@{samples} of {samples} samples at temperature {result['temperature']:g}" if samples else "greedy"
+    lines = [f"{fp['env_id']}{split}, first {fp['eval_questions']} questions per seed, {how}; {over}", "",
+             "| policy | " + " | ".join(label for _, label in columns) + " | questions |",
+             "|---" * (len(columns) + 2) + "|"]
     for name in policies(first):
         rows = [reference["results"][s][name]["eval"] for s in seeds if name in reference["results"][s]]
-        cells = [_cell([r[key] for r in rows]) for key, _ in METRICS]
+        cells = [_cell([r.get(key) for r in rows]) for key, _ in columns]
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {fp['eval_questions']} |")
     agent_rows = [result["per_seed"][s] for s in seeds]
-    cells = [_cell([r[key] for r in agent_rows]) for key, _ in METRICS]
+    cells = [_cell([r.get(key) for r in agent_rows]) for key, _ in columns]
     lines.append(f"| agent: {result['agent']} | " + " | ".join(cells) + f" | {result['questions']} |")
     if result["questions"] < fp["eval_questions"]:
         lines += ["", f"The agent answered only the first {result['questions']} of the reference's {fp['eval_questions']} "
@@ -169,19 +199,27 @@ def main(argv: list[str] | None = None) -> int:
                    help="the setting you expect (e.g. top_k=3 make.hops=[2]); a reference in another one is refused")
     p.add_argument("--model-name", default="default", help="the model field sent to an OpenAI-compatible endpoint")
     p.add_argument("--api-key-env", metavar="VAR", help="an environment variable holding the endpoint's API key")
+    p.add_argument("--samples", type=int, default=0, metavar="K",
+                   help="also sample K episodes per question and report Avg@K EM (CW-GRPO reports Avg@4); 0: greedy only")
+    p.add_argument("--temperature", type=float, default=1.0, help="the samples' temperature (default 1.0, the learners' evaluation's)")
+    p.add_argument("--threads", type=int, help="threads for torch, numba and BLAS (default: the physical cores)")
     p.add_argument("--cache-dir", help="where rebuilt envs cache their retrieval index (default: searchgym's cache)")
     p.add_argument("--out", help="also write the agent's per-seed metrics as JSON here")
     args = p.parse_args(argv)
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # the evaluation's own bar is the one to watch
+    from searchgym.threads import set_threads
+
+    set_threads(args.threads)
     api_key = None
     if args.api_key_env:
         api_key = os.environ.get(args.api_key_env)
         if not api_key:
             raise ConfigError(f"--api-key-env {args.api_key_env}: that environment variable is not set")
     result = compare(args.reference, args.agent, questions=args.questions, seeds=args.seeds, requests=parse_requests(args.fingerprint),
-                     cache_dir=args.cache_dir, checkpoint=args.checkpoint, model_name=args.model_name, api_key=api_key, progress=True)
+                     cache_dir=args.cache_dir, checkpoint=args.checkpoint, model_name=args.model_name, api_key=api_key, progress=True,
+                     samples=args.samples, temperature=args.temperature)
     print(table(load_reference(args.reference), result))
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)

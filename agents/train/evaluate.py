@@ -18,9 +18,12 @@ class Evaluation:
     """One evaluation: its metrics and the greedy EM of each question (for paired comparisons)."""
 
     metrics: dict[str, float]
-    """`eval/em`, `eval/f1`, `eval/searches`, `eval/questions`, and with samples `eval/avg@k/em`, `eval/avg@k/f1`."""
+    """`eval/em`, `eval/f1`, `eval/searches`, `eval/questions`, and with samples `eval/avg@k/em`, `eval/avg@k/f1`,
+    `eval/avg@k/searches`."""
     em: list[float]
     """Greedy EM per question, in question order."""
+    avg_em: list[float] | None = None
+    """With samples: the mean EM of each question's k samples, in question order (their mean is Avg@k)."""
 
 
 def _rollouts(policy, make_env, engine_config: RolloutConfig, n: int, group: int, temperature: float, seed: int | None):
@@ -51,11 +54,27 @@ def evaluate_policy(policy, make_env: Callable[[], gym.Env], engine_config: Roll
     n = min(count, len(make_env().unwrapped.records))
     greedy = _rollouts(policy, make_env, engine_config, n, 1, 0.0, None)
     metrics = eval_metrics(greedy)
+    avg_em = None
     if samples >= 2:
         sampled = _rollouts(policy, make_env, engine_config, n, samples, temperature, seed)
-        metrics[f"eval/avg@{samples}/em"] = float(np.mean([s.get("em", 0.0) for s in sampled]))
-        metrics[f"eval/avg@{samples}/f1"] = float(np.mean([s.get("f1", 0.0) for s in sampled]))
-    return Evaluation(metrics, [float(s.get("em", 0.0)) for s in greedy])
+        metrics.update(sampled_metrics(sampled, samples))
+        avg_em = per_question_em(sampled, samples)
+    return Evaluation(metrics, [float(s.get("em", 0.0)) for s in greedy], avg_em)
+
+
+def sampled_metrics(summaries: list[dict], samples: int) -> dict[str, float]:
+    """Avg@k EM and F1, and searches per sampled episode, over the episode summaries of k samples per question."""
+    return {f"eval/avg@{samples}/em": float(np.mean([s.get("em", 0.0) for s in summaries])),
+            f"eval/avg@{samples}/f1": float(np.mean([s.get("f1", 0.0) for s in summaries])),
+            f"eval/avg@{samples}/searches": float(np.mean([s.get("searches", 0) for s in summaries]))}
+
+
+def per_question_em(summaries: list[dict], samples: int) -> list[float]:
+    """Each question's mean EM over its k samples, from group-major episode summaries (k per question)."""
+    em = np.array([s.get("em", 0.0) for s in summaries], dtype=float)
+    if len(em) % samples:
+        raise ValueError(f"{len(em)} episodes are not {samples} samples per question")
+    return em.reshape(-1, samples).mean(axis=1).tolist()
 
 
 def greedy_eval(policy, make_env: Callable[[], gym.Env], engine_config: RolloutConfig, count: int) -> dict[str, float]:

@@ -95,6 +95,25 @@ def test_one_seed_and_fewer_questions(reference, tmp_path):
         compare.compare(reference, SCRIPTED, seeds=["7"], cache_dir=False)
 
 
+def test_samples_add_an_avg_at_k_column(reference, tmp_path):
+    result = compare.compare(reference, SCRIPTED, samples=3, cache_dir=False)
+    assert result["samples"] == 3 and result["temperature"] == 1.0
+    for seed in ("0", "1"):
+        m, q = result["per_seed"][seed], result["per_question"][seed]
+        assert len(q["em"]) == len(q["avg_em"]) == 4
+        # The scripted agent is deterministic: each of its 3 samples of a question is its greedy episode.
+        assert q["avg_em"] == q["em"] and m["eval/avg@3/em"] == m["eval/em"] == direct_em(int(seed))
+        assert m["eval/avg@3/em"] == sum(q["avg_em"]) / 4
+    table = compare.table(compare.load_reference(reference), result)
+    assert "| policy | test EM | Avg@3 EM | test F1 |" in table and "Avg@3 of 3 samples at temperature 1" in table
+    assert _row(table, "grpo")[2] == "-"  # the reference evaluated greedily only
+    assert _row(table, f"agent: {SCRIPTED}")[2] == _row(table, f"agent: {SCRIPTED}")[1]
+    for bad, message in (({"samples": 1}, "--samples 1: give 0"), ({"samples": -2}, "--samples -2"),
+                         ({"samples": 4, "temperature": 0.0}, "temperature 0 would all be the greedy")):
+        with pytest.raises(ConfigError, match=message):
+            compare.compare(reference, SCRIPTED, cache_dir=False, **bad)
+
+
 def test_a_requested_setting_that_differs_is_refused_naming_the_keys(reference):
     with pytest.raises(ConfigError) as e:
         compare.compare(reference, SCRIPTED, requests={"top_k": 3}, cache_dir=False)
@@ -200,15 +219,36 @@ def test_an_openai_compatible_endpoint_is_scored_like_the_same_policy_in_python(
     assert len(requests) == 16
     assert all(b["temperature"] == 0.0 and b["max_tokens"] == 16 and b["stop"] == ["</search>", "</answer>"] for b in requests)
 
+    # Avg@2: two more episodes per question, at the requested temperature.
+    with FakeSGLang() as server:
+        server.chat_script = script
+        sampled = compare.compare(reference, server.url, cache_dir=False, samples=2, temperature=0.7, seeds=["0"])
+        requests = [body for _, path, body in server.calls if path == "/v1/chat/completions"]
+    assert sampled["per_seed"]["0"]["eval/avg@2/em"] == in_python["per_seed"]["0"]["eval/em"]  # the script does not sample
+    assert sampled["per_question"]["0"]["avg_em"] == sampled["per_question"]["0"]["em"]
+    assert sorted(b["temperature"] for b in requests) == [0.0] * 8 + [0.7] * 16
+
 
 @pytest.mark.slow
-def test_the_learners_benchmark_writes_what_compare_rebuilds(tmp_path, capsys):
+def test_the_learners_benchmark_writes_what_compare_rebuilds(tmp_path, capsys, monkeypatch):
     """End to end on the tiny preset: the cold-started model, given as a model folder, scores exactly what
-    the reference recorded for it, and the scripted agent's row lands in the same table."""
+    the reference recorded for it (sampling the same tokens for Avg@2), and the scripted agent's row lands
+    in the same table."""
+    import agents.train.evaluate as evaluate
     from benchmarks import learners
 
+    sampled: list[list[list[int]]] = []  # the token ids of every sampled (Avg@k) evaluation, in call order
+
+    class Recording(evaluate.RolloutEngine):
+        def rollout(self, resets):
+            out = super().rollout(resets)
+            if self.config.temperature > 0:
+                sampled.append([t.token_ids for t in out])
+            return out
+
+    monkeypatch.setattr(evaluate, "RolloutEngine", Recording)
     out = tmp_path / "ref"
-    assert learners.main(["--preset", "tiny", "--learners", "grpo", "--out", str(out)]) == 0
+    assert learners.main(["--preset", "tiny", "--learners", "grpo", "--no-eval-base", "--eval-samples", "2", "--out", str(out)]) == 0
     saved = json.loads((out / "results.json").read_text())
     fingerprint = saved["results"]["0"]["fingerprint"]
     assert fingerprint["make"]["split"] == "test" and fingerprint["make"]["seed"] == 0 and fingerprint["eval_questions"] == 4
@@ -216,8 +256,12 @@ def test_the_learners_benchmark_writes_what_compare_rebuilds(tmp_path, capsys):
     assert fingerprint["make"]["template"] == learners.SHORT_TEMPLATE
     capsys.readouterr()
 
-    model = compare.compare(out / "results.json", str(out / "seed0" / "cold_start" / "model"), cache_dir=tmp_path / "cache")
-    assert model["per_seed"]["0"] == saved["results"]["0"]["start"]["eval"]
+    model = compare.compare(out / "results.json", str(out / "seed0" / "cold_start" / "model"), cache_dir=tmp_path / "cache", samples=2)
+    # Greedy and Avg@2 alike: the same episodes as the learners benchmark's own evaluation of that policy.
+    assert "eval/avg@2/em" in model["per_seed"]["0"] and model["per_seed"]["0"] == saved["results"]["0"]["start"]["eval"]
+    assert model["per_question"]["0"]["em"] == saved["results"]["0"]["start"]["eval_em"]
+    # Three sampled evaluations: the start and grpo's final policy by the benchmark, the start again by compare.
+    assert len(sampled) == 3 and sampled[2] == sampled[0] and len(sampled[0]) == 2 * 4
     assert compare.main(["--reference", str(out / "results.json"), "--agent", SCRIPTED, "--cache-dir", str(tmp_path / "cache")]) == 0
     table = capsys.readouterr().out
     assert re.search(r"^\| start \| ", table, re.M) and re.search(r"^\| grpo \| ", table, re.M)
