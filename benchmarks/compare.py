@@ -19,6 +19,11 @@ a reference evaluated in another setting is refused, naming every differing key 
     python -m benchmarks.compare --reference results/learners/results.json --agent benchmarks.examples.scripted_agent:first_title
     python -m benchmarks.compare --reference results/learners/results.json --agent http://127.0.0.1:30000/v1
     python -m benchmarks.compare --reference results/learners/results.json --agent results/learners/seed0/cold_start/model
+    python -m benchmarks.compare --paired mine.json theirs.json   # two --out files: paired differences
+
+`--paired A.json B.json` takes two agents' `--out` files, written on the same reference envs, and prints
+their paired difference question by question (greedy EM, and Avg@k when both sampled k), per seed and with
+its standard errors over questions and over seeds (`benchmarks.paired`).
 
 See docs/benchmark-your-agent.md.
 """
@@ -84,7 +89,8 @@ def compare(reference_path: str | Path, agent_spec: str | Any, *, questions: int
     reference seed (a seed that is not a number seeds 0).
 
     Returns {"reference": path, "agent": spec, "describe": the agent's description, "seeds": [...],
-    "questions": per seed evaluated, "eval_questions": the reference's count, "samples": k, "temperature": t,
+    "questions": per seed evaluated, "eval_questions": the reference's count, "fingerprints": {seed: the env's
+    fingerprint}, "samples": k, "temperature": t,
     "per_seed": {seed: metrics}, "per_question": {seed: {"em": greedy EM per question, "avg_em": mean EM of
     each question's samples (with samples)}}}. Raises ConfigError before any episode when a requested
     setting, a seed, `questions`, `samples` or the rebuilt env differs from the reference."""
@@ -149,7 +155,7 @@ def compare(reference_path: str | Path, agent_spec: str | Any, *, questions: int
     finally:
         agent.close()
     return {"reference": str(reference_path), "agent": agent_name(agent_spec), "describe": describe, "seeds": chosen, "questions": n,
-            "eval_questions": eval_questions, "samples": samples, "temperature": temperature, "per_seed": per_seed,
+            "eval_questions": eval_questions, "fingerprints": fingerprints, "samples": samples, "temperature": temperature, "per_seed": per_seed,
             "per_question": per_question}
 
 
@@ -188,10 +194,58 @@ def table(reference: Mapping[str, Any], result: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def paired(a: Mapping[str, Any], b: Mapping[str, Any], names: tuple[str, str] = ("A", "B")) -> str:
+    """The paired difference A - B of two `compare` results (their `--out` files) on the seeds both played:
+    greedy EM, and Avg@k when both sampled the same k, as a Markdown table. Refuses (ConfigError) results
+    on other envs (their fingerprints differ on a shared seed), on other questions, or without a shared seed."""
+    from benchmarks.paired import HEADER, paired_difference
+
+    for name, r in zip(names, (a, b)):
+        if "per_question" not in r or "fingerprints" not in r:
+            raise ConfigError(f"{name}: not a benchmarks.compare --out file of this version (no per_question or fingerprints); "
+                              "run compare again with --out")
+    seeds = [s for s in a["per_question"] if s in b["per_question"]]
+    if not seeds:
+        raise ConfigError(f"{names[0]} played seeds {', '.join(a['per_question'])}, {names[1]} seeds {', '.join(b['per_question'])}: "
+                          "none in common")
+    for seed in seeds:
+        diffs = differences(a["fingerprints"][seed], b["fingerprints"][seed])
+        if diffs:
+            raise ConfigError(f"seed {seed}: {names[0]} and {names[1]} were evaluated on different envs; differing keys:\n"
+                              + format_differences(diffs, names[0], names[1]))
+    if a["questions"] != b["questions"]:
+        raise ConfigError(f"{names[0]} answered {a['questions']} questions per seed, {names[1]} {b['questions']}: not the same questions")
+    rows = [("test EM", "em")]
+    k = a.get("samples", 0)
+    sampled_alike = k >= 2 and (b.get("samples", 0), b.get("temperature")) == (k, a.get("temperature"))
+    if sampled_alike:
+        rows.append((f"Avg@{k} EM", "avg_em"))
+    lines = [f"{names[0]} - {names[1]}, paired over {a['questions']} questions per seed", "",
+             f"| metric | difference per seed ({', '.join(seeds)}) | {HEADER}", "|---|---|---|---|---|---|"]
+    for label, key in rows:
+        d = paired_difference([np.asarray(a["per_question"][s][key]) - np.asarray(b["per_question"][s][key]) for s in seeds])
+        lines.append(f"| {label} | " + " | ".join(d.cells()) + " |")
+    if not sampled_alike and (k or b.get("samples", 0)):
+        lines += ["", f"No Avg@k row: {names[0]} sampled {k} episodes per question at temperature {a.get('temperature')}, "
+                      f"{names[1]} {b.get('samples', 0)} at {b.get('temperature')}."]
+    return "\n".join(lines)
+
+
+def _read_result(path: str) -> dict[str, Any]:
+    try:
+        return json.loads(Path(path).read_text())
+    except FileNotFoundError as e:
+        raise ConfigError(f"{path}: no such file; benchmarks.compare --out writes one") from e
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise DataError(f"{path}: not a JSON file ({e})") from e
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="benchmark an agent against the reference learners on their fingerprinted env")
-    p.add_argument("--reference", required=True, help="results.json written by python -m benchmarks.learners")
-    p.add_argument("--agent", required=True, help="module:callable, an OpenAI-compatible URL, or a model name/folder")
+    p.add_argument("--reference", help="results.json written by python -m benchmarks.learners")
+    p.add_argument("--agent", help="module:callable, an OpenAI-compatible URL, or a model name/folder")
+    p.add_argument("--paired", nargs=2, metavar=("A_JSON", "B_JSON"),
+                   help="instead of evaluating: the paired difference A - B of two agents' --out files, question by question")
     p.add_argument("--checkpoint", help="a training checkpoint folder (step-NNNNNN) to load on top of a model --agent")
     p.add_argument("--questions", type=int, help="evaluate only the first N of the reference's questions (default: all)")
     p.add_argument("--seeds", nargs="+", help="the reference seeds to compare on (default: all)")
@@ -206,6 +260,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cache-dir", help="where rebuilt envs cache their retrieval index (default: searchgym's cache)")
     p.add_argument("--out", help="also write the agent's per-seed metrics as JSON here")
     args = p.parse_args(argv)
+    if args.paired:
+        a, b = (_read_result(path) for path in args.paired)
+        print(paired(a, b, tuple(args.paired)))
+        return 0
+    if not args.reference or not args.agent:
+        p.error("--reference and --agent are required (or --paired A_JSON B_JSON)")
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # the evaluation's own bar is the one to watch

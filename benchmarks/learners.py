@@ -593,27 +593,21 @@ def paired_check(per_seed: dict[int, dict], learners: list[str], against: str = 
     Per seed, the difference of test EMs on the same questions (paired). Two standard errors of their mean
     are shown: over questions (each question's difference averaged over the seeds first, since every seed
     is scored on the same questions and their differences are not independent across seeds: evaluation
-    noise) and over seeds (std of the per-seed differences / sqrt(seeds): training noise). A rise is beyond noise when it
-    exceeds twice the larger of the two (about 95% one-sided under a normal approximation). None when the
-    results carry no per-question EMs.
+    noise) and over seeds (std of the per-seed differences / sqrt(seeds): training noise). A rise is beyond
+    noise when it exceeds twice the larger of the two (`benchmarks.paired`). None when the results carry no
+    per-question EMs.
     """
+    from benchmarks.paired import HEADER, paired_difference
+
     seeds = sorted(per_seed)
     learners = [n for n in learners if n != against]
     if not learners or not all("eval_em" in per_seed[s].get(n, {}) for s in seeds for n in [against, *learners]):
         return None
-    lines = [f"| learner | EM - {against} per seed ({', '.join(map(str, seeds))}) | mean | SE over questions | SE over seeds | "
-             "beyond noise? |", "|---|---|---|---|---|---|"]
+    lines = [f"| learner | EM - {against} per seed ({', '.join(map(str, seeds))}) | {HEADER}", "|---|---|---|---|---|---|"]
     for name in learners:
-        diffs = [np.asarray(per_seed[s][name]["eval_em"], float) - np.asarray(per_seed[s][against]["eval_em"], float) for s in seeds]
-        per = np.array([d.mean() for d in diffs])
-        by_question = np.mean(diffs, axis=0)
-        se_q = float(by_question.std(ddof=1) / np.sqrt(len(by_question))) if len(by_question) > 1 else float("nan")
-        se_s = float(per.std(ddof=1) / np.sqrt(len(per))) if len(per) > 1 else float("nan")
-        bound = 2 * np.nanmax([se_q, se_s]) if not (np.isnan(se_q) and np.isnan(se_s)) else float("inf")
-        mean = float(by_question.mean())
-        verdict = "yes" if mean > bound else ("worse" if mean < -bound else "no")
-        lines.append(f"| {name} | {', '.join(f'{x:+.3f}' for x in per)} | {mean:+.3f} | {se_q:.3f} | "
-                     f"{'-' if np.isnan(se_s) else f'{se_s:.3f}'} | {verdict} |")
+        d = paired_difference([np.asarray(per_seed[s][name]["eval_em"], float) - np.asarray(per_seed[s][against]["eval_em"], float)
+                               for s in seeds])
+        lines.append(f"| {name} | " + " | ".join(d.cells()) + " |")
     return "\n".join(lines)
 
 

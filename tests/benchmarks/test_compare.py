@@ -114,6 +114,42 @@ def test_samples_add_an_avg_at_k_column(reference, tmp_path):
             compare.compare(reference, SCRIPTED, cache_dir=False, **bad)
 
 
+def test_two_agents_are_paired_question_by_question(reference, tmp_path, capsys):
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    assert compare.main(["--reference", str(reference), "--agent", SCRIPTED, "--samples", "2", "--cache-dir", str(tmp_path / "c"),
+                         "--out", str(a)]) == 0
+    assert compare.main(["--reference", str(reference), "--agent", "benchmarks.examples.scripted_agent:first_title", "--samples", "2",
+                         "--cache-dir", str(tmp_path / "c"), "--out", str(b)]) == 0
+    capsys.readouterr()
+    assert compare.main(["--paired", str(a), str(b)]) == 0
+    table = capsys.readouterr().out
+    ra, rb = json.loads(a.read_text()), json.loads(b.read_text())
+    per_seed = [sum(x - y for x, y in zip(ra["per_question"][s]["em"], rb["per_question"][s]["em"])) / 4 for s in ("0", "1")]
+    by_question = [(ra["per_question"]["0"]["em"][i] - rb["per_question"]["0"]["em"][i]
+                    + ra["per_question"]["1"]["em"][i] - rb["per_question"]["1"]["em"][i]) / 2 for i in range(4)]
+    mean = sum(by_question) / 4
+    se_q = (sum((x - mean) ** 2 for x in by_question) / 3) ** 0.5 / 2
+    row = _row(table, "test EM")
+    assert row[1] == ", ".join(f"{x:+.3f}" for x in per_seed) and row[2] == f"{mean:+.3f}" and row[3] == f"{se_q:.3f}"
+    assert _row(table, "Avg@2 EM")[1:3] == row[1:3]  # deterministic agents: their samples are their greedy episodes
+    assert max(per_seed) > 0  # the two agents differ on some question: the rows above compare something
+
+    one_seed = compare.compare(reference, SCRIPTED, cache_dir=False, seeds=["1"], questions=2)
+    with pytest.raises(ConfigError, match="answered 2 questions per seed, B 4"):
+        compare.paired(one_seed, rb)
+    other = {**rb, "per_question": {"7": rb["per_question"]["0"]}}
+    with pytest.raises(ConfigError, match="none in common"):
+        compare.paired(ra, other)
+    moved = json.loads(json.dumps(rb))
+    moved["fingerprints"]["0"]["make"]["top_k"] = 3
+    with pytest.raises(ConfigError, match=r"(?s)seed 0: A and B were evaluated on different envs.*make.top_k: A 1, B 3"):
+        compare.paired(ra, moved)
+    greedy = compare.compare(reference, SCRIPTED, cache_dir=False)
+    assert "No Avg@k row: A sampled 0" in compare.paired(greedy, rb) and "| Avg@2 EM |" not in compare.paired(greedy, rb)
+    with pytest.raises(ConfigError, match="no such file"):
+        compare.main(["--paired", str(a), str(tmp_path / "missing.json")])
+
+
 def test_a_requested_setting_that_differs_is_refused_naming_the_keys(reference):
     with pytest.raises(ConfigError) as e:
         compare.compare(reference, SCRIPTED, requests={"top_k": 3}, cache_dir=False)
