@@ -137,6 +137,7 @@ def compare(reference_path: str | Path, agent_spec: str | Any, *, questions: int
         factories[seed] = (make_env, max_turns)
 
     agent = resolve_agent(agent_spec, checkpoint=checkpoint, model_name=model_name, api_key=api_key)
+    name = agent_name(agent_spec) + (f" with checkpoint {checkpoint}" if checkpoint else "")
     per_seed, per_question = {}, {}
     how = f"greedy + {samples} samples each" if samples else "greedy"
     try:
@@ -145,7 +146,7 @@ def compare(reference_path: str | Path, agent_spec: str | Any, *, questions: int
             kwargs = {"samples": samples, "temperature": temperature, "seed": int(seed) if seed.lstrip("-").isdigit() else 0}
             if progress:
                 total, unit = agent.progress(n, max_turns, rollout, samples)
-                with phase(f"[{agent_name(agent_spec)}] seed {seed}: {n} questions, {how}", total, unit) as bar:
+                with phase(f"[{name}] seed {seed}: {n} questions, {how}", total, unit) as bar:
                     evaluation = agent.evaluate(make_env, n, rollout, bar, **kwargs)
             else:
                 evaluation = agent.evaluate(make_env, n, rollout, **kwargs)
@@ -154,7 +155,7 @@ def compare(reference_path: str | Path, agent_spec: str | Any, *, questions: int
         describe = agent.describe()
     finally:
         agent.close()
-    return {"reference": str(reference_path), "agent": agent_name(agent_spec), "describe": describe, "seeds": chosen, "questions": n,
+    return {"reference": str(reference_path), "agent": name, "describe": describe, "seeds": chosen, "questions": n,
             "eval_questions": eval_questions, "fingerprints": fingerprints, "samples": samples, "temperature": temperature, "per_seed": per_seed,
             "per_question": per_question}
 

@@ -298,6 +298,26 @@ def test_the_learners_benchmark_writes_what_compare_rebuilds(tmp_path, capsys, m
     assert model["per_question"]["0"]["em"] == saved["results"]["0"]["start"]["eval_em"]
     # Three sampled evaluations: the start and grpo's final policy by the benchmark, the start again by compare.
     assert len(sampled) == 3 and sampled[2] == sampled[0] and len(sampled[0]) == 2 * 4
+    # grpo's final checkpoint on top of the start model: grpo's row, greedy and sampled alike.
+    checkpoint = out / "seed0" / "grpo" / "checkpoints" / "step-000001"
+    final = compare.compare(out / "results.json", str(out / "seed0" / "cold_start" / "model"), cache_dir=tmp_path / "cache", samples=2,
+                            checkpoint=str(checkpoint))
+    assert final["per_seed"]["0"] == saved["results"]["0"]["grpo"]["eval"] and sampled[3] == sampled[1]
+    # The tiny model's rewards are all 0, so that step left the weights as they were; a checkpoint whose final
+    # norm is zeroed (every logit 0: uniform sampling) shows that compare loads the checkpoint's weights.
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    broken = tmp_path / "broken" / "step-000001"
+    shutil.copytree(checkpoint, broken)
+    weights = load_file(str(broken / "policy.safetensors"))
+    weights["model.norm.weight"].zero_()
+    save_file(weights, str(broken / "policy.safetensors"))
+    compare.compare(out / "results.json", str(out / "seed0" / "cold_start" / "model"), cache_dir=tmp_path / "cache", samples=2,
+                    checkpoint=str(broken))
+    assert len(sampled) == 5 and sampled[4] != sampled[1]
+    assert final["agent"].endswith(f"with checkpoint {checkpoint}")
     assert compare.main(["--reference", str(out / "results.json"), "--agent", SCRIPTED, "--cache-dir", str(tmp_path / "cache")]) == 0
     table = capsys.readouterr().out
     assert re.search(r"^\| start \| ", table, re.M) and re.search(r"^\| grpo \| ", table, re.M)
