@@ -41,6 +41,8 @@ def plot_curves(results: dict[str, Any], learners: list[str], path: str | Path):
         ax = fig.add_subplot(grid[0, col])
         for k, name in enumerate(learners):
             hist = results[name]["history"]
+            if not any(key in m for m in hist):  # no such training metric (the supervised control has no rollouts)
+                continue
             ax.plot([m["step"] + (k - spread) * OFFSET for m in hist], [m.get(key, float("nan")) for m in hist],
                     marker=MARKERS[k % len(MARKERS)], linestyle=STYLES[k % len(STYLES)], markersize=6, alpha=0.85, label=name)
         ax.set_title(f"training: {title}", fontsize=10)

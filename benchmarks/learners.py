@@ -52,12 +52,19 @@ from benchmarks.curves import plot_curves
 from benchmarks.fingerprint import trainer_eval_fingerprint
 from benchmarks.progress import counting_calls, counting_passes, generation_budget, phase
 
+SFT = "sft"
+"""The supervised control: no RL; the start policy's cold start goes on for as many steps as the learners' RL."""
+
 WHAT_DIFFERS = {
     "grpo": "outcome reward (EM), one advantage per trajectory for every token",
     "cw-grpo": "same reward; the advantage is moved between search rounds by the GoldJudge's contribution labels (alpha=inf)",
     "e-grpo": "wrong answers earn 0.3 x their group-normalized gold-entity match rate; over-long rollouts leave the loss",
     "cosearch": "the agent trains with GRPO while a second model reranks 5 candidates per search, trained on clustered calls (Eq. 6)",
+    SFT: "no RL (a control): the cold start's supervised steps on oracle trajectories go on for as many steps as RL runs, "
+         "with the cold start's batch and learning rate, on the next questions of its stream",
 }
+RL_LEARNERS = tuple(n for n in WHAT_DIFFERS if n != SFT)
+"""What a run trains when neither `--learners` nor the preset names any: the four reference learners."""
 
 
 # The CPU preset's prompt: the same tags and contract as Search-R1's instruction in a third of the tokens.
@@ -247,9 +254,14 @@ def _train(trainer, learner: str) -> list[dict[str, float]]:
 
 def train_config(preset: Preset, steps: int, seed: int, out: Path, backend: dict, threads: int | None, learner: str, model: str,
                  run: str, cold_start_steps: int = 0, resume: bool = False) -> TrainConfig:
-    """The `TrainConfig` of one run of a seed of `preset`: the cold start (`cold_start_steps` > 0) or a learner.
-    `resume`: checkpoint after every RL step and continue from the newest checkpoint (`--resume`)."""
+    """The `TrainConfig` of one run of a seed of `preset`: the cold start (`cold_start_steps` > 0), a learner,
+    or the supervised control (`SFT`: `steps` more cold-start steps, after the start's own `cold_start_steps`
+    batches of the stream). `resume`: checkpoint after every RL step and continue from the newest checkpoint
+    (`--resume`)."""
     env_options = {"template": preset.template} if preset.template else {}
+    skip = 0
+    if learner == SFT:
+        learner, cold_start_steps, skip = "grpo", steps, preset.cold_start_steps
     if cold_start_steps == 0 and preset.learner_options.get(learner):  # the cold start does not read the learner's options
         from agents.learners.registry import get_learner
 
@@ -262,8 +274,8 @@ def train_config(preset: Preset, steps: int, seed: int, out: Path, backend: dict
         rollout=RolloutConfig(group_size=preset.group, max_turn_tokens=preset.max_turn_tokens,
                               max_response_tokens=preset.max_response_tokens, max_batch_rows=preset.max_batch_rows,
                               **backend.get("rollout", {})),
-        optim=OptimConfig(lr=preset.lr, cold_start_steps=cold_start_steps, gradient_checkpointing=preset.gradient_checkpointing,
-                          micro_batch=preset.micro_batch))
+        optim=OptimConfig(lr=preset.lr, cold_start_steps=cold_start_steps, cold_start_skip=skip,
+                          gradient_checkpointing=preset.gradient_checkpointing, micro_batch=preset.micro_batch))
 
 
 def _run_seed(preset: Preset, learners: list[str], steps: int, seed: int, out: Path, backend: dict | None = None,
@@ -361,9 +373,13 @@ def _train_learners(preset: Preset, learners: list[str], results: dict, start_di
             # for more, e.g. COSEARCH's ranker, it differs from the start's and --merge refuses to pair them).
             results["fingerprint"] = fingerprint
         history, signals, final = entry["history"], entry["signals"], entry["eval"]
-        print(f"[{learner}] train reward {history[0]['rollout/reward']:.3f} -> {history[-1]['rollout/reward']:.3f}; test EM "
-              f"{start_em} -> {final['eval/em']:.3f}; signals (mean over steps): "
-              + ", ".join(f"{SIGNALS[k]} {v:.2f}" for k, v in signals.items()), flush=True)
+        if learner == SFT:
+            print(f"[{learner}] supervised loss {history[0]['sft/loss']:.3f} -> {history[-1]['sft/loss']:.3f}; test EM "
+                  f"{start_em} -> {final['eval/em']:.3f}", flush=True)
+        else:
+            print(f"[{learner}] train reward {history[0]['rollout/reward']:.3f} -> {history[-1]['rollout/reward']:.3f}; test EM "
+                  f"{start_em} -> {final['eval/em']:.3f}; signals (mean over steps): "
+                  + ", ".join(f"{SIGNALS[k]} {v:.2f}" for k, v in signals.items()), flush=True)
         if "hotpotqa" in entry:
             print(f"[{learner}] HotpotQA: EM {entry['hotpotqa']['hotpotqa/em']:.3f}, F1 {entry['hotpotqa']['hotpotqa/f1']:.3f}", flush=True)
         results[learner] = entry
@@ -436,7 +452,9 @@ def learner_result(config: TrainConfig, learner: str, eval_samples: int, hotpotq
     (checked against `fingerprint`, the start policy's, before training when given). With `config.resume`, a
     learner that an earlier run of the same setting finished is read back from its `result.json`, and an
     unfinished one continues from its newest checkpoint; its history is then every step's line of its
-    `metrics.jsonl`, the steps run before the interruption included."""
+    `metrics.jsonl`, the steps run before the interruption included. The supervised control (`SFT`) runs
+    its steps from the start policy (again, when an earlier run stopped before its result) and saves its
+    final weights as the checkpoint of step 0; its history holds each step's supervised loss (`sft/loss`)."""
     from agents.train.trainer import Trainer
 
     t = time.perf_counter()
@@ -449,18 +467,24 @@ def learner_result(config: TrainConfig, learner: str, eval_samples: int, hotpotq
             print(f"[{learner}] resumed: finished by an earlier run ({run_dir / 'result.json'})", flush=True)
             return done["entry"], done["fingerprint"]
         _write_json(run_dir / "setting.json", _setting(config))
-    trainer = _load(Trainer, config, learner, "the cold-started policy")
+    sft = learner == SFT
+    # The control's checkpoint is its final weights: a rerun must start from the start policy, not load it.
+    trainer = _load(Trainer, replace(config, resume=False, checkpoint_every=0) if sft else config, learner, "the cold-started policy")
     try:
         own = trainer_eval_fingerprint(trainer)
         differ = fingerprint_differences(own, fingerprint, set(trainer.learner_env_options())) if fingerprint is not None else []
         if differ:
             raise ConfigError(f"[{learner}] is evaluated on another env than its start policy was ({', '.join(differ)} differ); "
                               "the two cannot be paired")
-        if trainer.step:
-            print(f"[{learner}] resumed from the checkpoint of RL step {trainer.step}", flush=True)
-        history = _train(trainer, learner)
-        if config.resume:
-            history = logged_history(trainer.metrics_log.path)
+        if sft:
+            history = [{"step": i + 1, "sft/loss": loss} for i, loss in enumerate(_cold_start(trainer))]
+            trainer.save()
+        else:
+            if trainer.step:
+                print(f"[{learner}] resumed from the checkpoint of RL step {trainer.step}", flush=True)
+            history = _train(trainer, learner)
+            if config.resume:
+                history = logged_history(trainer.metrics_log.path)
         final, final_em = _evaluate(trainer, learner, eval_samples)
         final_hotpotqa = hotpotqa_eval(trainer, hotpotqa, config.eval_questions) if hotpotqa else None
     finally:
@@ -515,7 +539,7 @@ def _seed_table(results: dict, learners: list[str]) -> str:
         r = results[name]
         e = r["eval"]
         h = r.get("history")
-        reward = f"{h[0]['rollout/reward']:.3f} -> {h[-1]['rollout/reward']:.3f}" if h else "-"
+        reward = f"{h[0]['rollout/reward']:.3f} -> {h[-1]['rollout/reward']:.3f}" if h and "rollout/reward" in h[0] else "-"
         minutes = f"{r['minutes']:.1f}" if "minutes" in r else "-"
         cells = [labels.get(name, name), f"{e['eval/em']:.3f}", *[f"{e[k]:.3f}" if k in e else "-" for k in avg],
                  f"{e['eval/f1']:.3f}", f"{e['eval/searches']:.2f}", reward, minutes]
@@ -733,8 +757,8 @@ def parse_learner_options(items: list[str], base: dict[str, dict] | None = None)
         learner, dot, option = key.partition(".")
         if not (sep and dot and option):
             raise ConfigError(f"--learner-option takes LEARNER.OPTION=VALUE (e.g. cw-grpo.kl_coef=0), got {item!r}")
-        if learner not in WHAT_DIFFERS:
-            raise ConfigError(f"--learner-option {item!r}: no learner {learner!r}; learners: {', '.join(WHAT_DIFFERS)}")
+        if learner not in RL_LEARNERS:
+            raise ConfigError(f"--learner-option {item!r}: no learner {learner!r} with options; learners: {', '.join(RL_LEARNERS)}")
         config = get_learner(learner).config
         names = [f.name for f in fields(config)]
         if option not in names:
@@ -755,7 +779,8 @@ def parse_learner_options(items: list[str], base: dict[str, dict] | None = None)
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="compare the reference learners on the synthetic world")
     p.add_argument("--preset", choices=sorted(PRESETS), default="cpu")
-    p.add_argument("--learners", nargs="+", choices=list(WHAT_DIFFERS), help="the learners to train (default: the preset's, else all four)")
+    p.add_argument("--learners", nargs="+", choices=list(WHAT_DIFFERS), help="the learners to train (default: the preset's, else the "
+                   f"four RL learners); {SFT} is the supervised control: no RL, the cold start goes on for as many steps")
     p.add_argument("--steps", type=int, help="override the preset's RL steps")
     p.add_argument("--seeds", type=int, nargs="+", help="one full run per seed (default: the preset's); two or more give the learning check's noise")
     p.add_argument("--eval-questions", type=int, help="override the preset's number of test questions")
@@ -812,7 +837,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.learner_option:
         overrides["learner_options"] = parse_learner_options(args.learner_option, preset.learner_options)
     preset = replace(preset, **overrides)
-    args.learners = args.learners or list(preset.learners or WHAT_DIFFERS)
+    args.learners = args.learners or list(preset.learners or RL_LEARNERS)
     args.seeds = args.seeds or list(preset.seeds)
     steps = args.steps or preset.steps
     out.mkdir(parents=True, exist_ok=True)

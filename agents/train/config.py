@@ -178,13 +178,17 @@ class OptimConfig:
     """Oracle trajectories per cold-start step."""
     cold_start_lr: float = 1e-4
     """AdamW learning rate of the cold start."""
+    cold_start_skip: int = 0
+    """Batches of the cold start's seeded question stream passed over before its first step: a cold start
+    continued from an earlier one's weights (same seed) takes up where that one stopped instead of
+    repeating its batches."""
 
     def __post_init__(self) -> None:
         _at_least(self, 1, "micro_batch", "cold_start_batch", "lora_rank")
         if self.lr <= 0 or self.cold_start_lr <= 0:
             raise ConfigError("learning rates must be > 0")
-        if self.warmup_steps < 0 or self.cold_start_steps < 0:
-            raise ConfigError("warmup_steps and cold_start_steps must be >= 0")
+        if self.warmup_steps < 0 or self.cold_start_steps < 0 or self.cold_start_skip < 0:
+            raise ConfigError("warmup_steps, cold_start_steps and cold_start_skip must be >= 0")
         if not self.max_grad_norm > 0:
             raise ConfigError(f"max_grad_norm must be > 0, got {self.max_grad_norm}")
         if self.adamw not in ADAMW_IMPLEMENTATIONS:

@@ -84,7 +84,8 @@ def sft_step(
 
 def cold_start(trainer) -> list[float]:
     """`cold_start_steps` supervised steps of `trainer.model` on oracle trajectories of its env (synthetic
-    world only), with a fresh AdamW at `cold_start_lr`; returns each step's loss (over every rank)."""
+    world only), with a fresh AdamW at `cold_start_lr`, after passing over `cold_start_skip` batches of the
+    seeded question stream; returns each step's loss (over every rank)."""
     c = trainer.config
     if c.optim.cold_start_steps <= 0:
         return []
@@ -94,6 +95,8 @@ def cold_start(trainer) -> list[float]:
     params = sharded.parameters() if sharded is not None else [p for p in model.parameters() if p.requires_grad]
     optimizer = adamw(params, c.optim.cold_start_lr, c.optim.adamw)
     rng = np.random.default_rng([c.seed, 7])
+    for _ in range(c.optim.cold_start_skip):  # an earlier cold start's batches (`OptimConfig.cold_start_skip`)
+        rng.choice(trainer.num_questions, c.optim.cold_start_batch, replace=False)
     losses = []
     for _ in range(c.optim.cold_start_steps):
         chosen = [int(i) for i in rng.choice(trainer.num_questions, c.optim.cold_start_batch, replace=False)]

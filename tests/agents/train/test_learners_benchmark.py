@@ -7,6 +7,7 @@ import json
 from dataclasses import asdict, replace
 
 import pytest
+import torch
 
 from benchmarks import learners
 
@@ -352,3 +353,52 @@ def test_memory_settings_reach_both_updates_and_do_not_split_a_setting(tmp_path)
         learners.merge_results([a, b])
     with pytest.raises(ConfigError, match="micro_batch must be >= 1"):
         replace(learners.PRESETS["tiny"], micro_batch=0)
+
+
+def test_the_supervised_control_continues_the_cold_start_for_as_many_steps_as_rl(tmp_path, monkeypatch, capsys):
+    """`sft`: no RL; from the start policy, as many more cold-start steps as RL steps, on the next batches of
+    the cold start's question stream, then the same evaluation as the learners."""
+    import agents.train.sft as sft
+    from safetensors.torch import load_file
+
+    seen: list[int] = []
+    example = sft.oracle_example
+    monkeypatch.setattr(sft, "oracle_example", lambda env, tok, i: seen.append(i) or example(env, tok, i))
+    out = tmp_path / "run"
+    assert learners.main(["--preset", "tiny", "--learners", "grpo", "sft", "--steps", "2", "--no-eval-base", "--resume",
+                          "--out", str(out)]) == 0
+    tiny = learners.PRESETS["tiny"]
+    from agents.train.config import OptimConfig
+
+    batch = OptimConfig().cold_start_batch
+    # The start's cold start, then the control's 2 steps: one seeded stream of 1 + 2 batches.
+    assert len(seen) == (tiny.cold_start_steps + 2) * batch
+    seeded = seen[:]
+    seen.clear()
+    whole = learners.train_config(replace(tiny, cold_start_steps=3), 2, 0, tmp_path / "x", {}, 1, "grpo", "tiny", "x", cold_start_steps=3)
+    from agents.train.trainer import Trainer
+
+    trainer = Trainer(whole)
+    trainer.cold_start()
+    trainer.close()
+    assert seen == seeded
+
+    result = json.loads((out / "results.json").read_text())["results"]["0"]
+    control = result["sft"]
+    assert [m["step"] for m in control["history"]] == [1, 2] and all(m["sft/loss"] > 0 for m in control["history"])
+    assert len(control["eval_em"]) == tiny.eval_questions and control["signals"] == {}
+    final = load_file(str(out / "seed0" / "sft" / "checkpoints" / "step-000000" / "policy.safetensors"))
+    start = load_file(str(out / "seed0" / "cold_start" / "model" / "model.safetensors"))
+    assert any(not torch.equal(final[k], start[k]) for k in start if k in final)  # it trained
+    table = (out / "seed0" / "results.md").read_text()
+    assert _row(table, "sft")[4] == "-"  # no training reward: it samples no rollouts
+    assert "| sft |" in learners.paired_check({0: result}, ["grpo", "sft"], against="grpo")
+
+    # A rerun with --resume reads the finished control back: no supervised step again.
+    seen.clear()
+    capsys.readouterr()
+    assert learners.main(["--preset", "tiny", "--learners", "grpo", "sft", "--steps", "2", "--no-eval-base", "--resume",
+                          "--out", str(out)]) == 0
+    assert seen == [] and "[sft] resumed: finished by an earlier run" in capsys.readouterr().out
+    with pytest.raises(learners.ConfigError, match="no learner 'sft' with options"):
+        learners.parse_learner_options(["sft.kl_coef=0"])

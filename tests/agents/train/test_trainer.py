@@ -9,7 +9,7 @@ import torch
 from agents.train import TrainConfig
 from agents.learners import CoSearchConfig, CWGRPOConfig
 from agents.train.checkpoint import list_checkpoints
-from agents.train.config import RolloutConfig
+from agents.train.config import OptimConfig, RolloutConfig
 from agents.train.trainer import Trainer
 from searchgym.errors import ConfigError
 
@@ -86,6 +86,32 @@ def test_cold_start_lowers_the_oracle_loss(tmp_path):
     losses = trainer.cold_start()
     trainer.close()
     assert len(losses) == 4 and losses[-1] < losses[0]
+
+
+def test_a_continued_cold_start_takes_up_where_the_first_stopped(tmp_path, monkeypatch):
+    """`cold_start_skip` passes over an earlier cold start's batches of the same seeded stream: 2 steps, then 1
+    more with skip 2, train on the questions of one 3-step cold start, in order."""
+    from dataclasses import replace
+
+    import agents.train.sft as sft
+
+    seen: list[int] = []
+    example = sft.oracle_example
+    monkeypatch.setattr(sft, "oracle_example", lambda env, tok, i: seen.append(i) or example(env, tok, i))
+
+    def questions(steps: int, skip: int = 0) -> list[int]:
+        seen.clear()
+        config = tiny_config(tmp_path, cold_start_steps=steps, cold_start_batch=2)
+        trainer = Trainer(replace(config, optim=replace(config.optim, cold_start_skip=skip)))
+        trainer.cold_start()
+        trainer.close()
+        return list(seen)
+
+    whole = questions(3)
+    assert len(whole) == 6 and whole[:4] == questions(2) and whole[4:] == questions(1, skip=2)
+    assert questions(1) != whole[4:]  # without the skip the continuation would repeat the first batch
+    with pytest.raises(ConfigError, match="cold_start_skip must be >= 0"):
+        OptimConfig(cold_start_skip=-1)
 
 
 def test_config_errors():
