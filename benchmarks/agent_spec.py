@@ -26,7 +26,7 @@ SPEC is one of:
 3. Anything else: a model name (`smollm2-135m`, a hub id when online) or a local model folder (e.g. the
    learners benchmark's `seed0/cold_start/model`), with a training checkpoint's weights on top when given
    (`benchmarks.eval.load_policy`). It runs in this process through the same rollout engine and budgets as
-   the reference learners' evaluation (`agents.train.evaluate.greedy_eval`).
+   the reference learners' evaluation (`agents.train.evaluate.evaluate_policy`).
 
 Every kind returns the learners benchmark's evaluation (`agents.train.evaluate.Evaluation`): the metrics
 `eval/em`, `eval/f1`, `eval/searches`, `eval/questions` and each question's greedy EM. With `samples` = k >= 2
