@@ -199,7 +199,7 @@ def paired(a: Mapping[str, Any], b: Mapping[str, Any], names: tuple[str, str] = 
     """The paired difference A - B of two `compare` results (their `--out` files) on the seeds both played:
     greedy EM, and Avg@k when both sampled the same k, as a Markdown table. Refuses (ConfigError) results
     on other envs (their fingerprints differ on a shared seed), on other questions, or without a shared seed."""
-    from benchmarks.paired import HEADER, paired_difference
+    from benchmarks.paired import HEADER, RULE, paired_difference
 
     for name, r in zip(names, (a, b)):
         if "per_question" not in r or "fingerprints" not in r:
@@ -222,7 +222,7 @@ def paired(a: Mapping[str, Any], b: Mapping[str, Any], names: tuple[str, str] = 
     if sampled_alike:
         rows.append((f"Avg@{k} EM", "avg_em"))
     lines = [f"{names[0]} - {names[1]}, paired over {a['questions']} questions per seed", "",
-             f"| metric | difference per seed ({', '.join(seeds)}) | {HEADER}", "|---|---|---|---|---|---|"]
+             f"| metric | difference per seed ({', '.join(seeds)}) | {HEADER}", RULE]
     for label, key in rows:
         d = paired_difference([np.asarray(a["per_question"][s][key]) - np.asarray(b["per_question"][s][key]) for s in seeds])
         lines.append(f"| {label} | " + " | ".join(d.cells()) + " |")

@@ -621,13 +621,13 @@ def paired_check(per_seed: dict[int, dict], learners: list[str], against: str = 
     noise when it exceeds twice the larger of the two (`benchmarks.paired`). None when the results carry no
     per-question EMs.
     """
-    from benchmarks.paired import HEADER, paired_difference
+    from benchmarks.paired import HEADER, RULE, paired_difference
 
     seeds = sorted(per_seed)
     learners = [n for n in learners if n != against]
     if not learners or not all("eval_em" in per_seed[s].get(n, {}) for s in seeds for n in [against, *learners]):
         return None
-    lines = [f"| learner | EM - {against} per seed ({', '.join(map(str, seeds))}) | {HEADER}", "|---|---|---|---|---|---|"]
+    lines = [f"| learner | EM - {against} per seed ({', '.join(map(str, seeds))}) | {HEADER}", RULE]
     for name in learners:
         d = paired_difference([np.asarray(per_seed[s][name]["eval_em"], float) - np.asarray(per_seed[s][against]["eval_em"], float)
                                for s in seeds])

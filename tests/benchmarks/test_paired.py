@@ -13,13 +13,14 @@ def test_two_seeds_by_hand():
     d = paired_difference([[1, 0, 0, 0], [1, 1, 0, 0]])
     assert d.per_seed == [0.25, 0.5] and d.mean == 0.375
     assert d.se_questions == pytest.approx(0.2394, abs=1e-4) and d.se_seeds == pytest.approx(0.125)
-    assert d.verdict == "no" and d.cells() == ["+0.250, +0.500", "+0.375", "0.239", "0.125", "no"]
+    assert d.verdict == "no" and d.cells() == ["+0.250, +0.500", "+0.375", "0.239", "0.125", "no", "1/0, 2/0"]
+    assert paired_difference([[0.5, -0.25, 0.0]]).cells()[-1] == "1/1"  # Avg@k differences: up or down by any amount
 
 
 def test_verdicts_and_one_seed():
     many = [[1.0] * 30 + [0.0] * 10]  # one seed: +0.75, SE over questions 0.069
     d = paired_difference(many)
-    assert math.isnan(d.se_seeds) and d.cells()[3] == "-" and d.verdict == "yes"
+    assert math.isnan(d.se_seeds) and d.cells()[3] == "-" and d.verdict == "yes" and (d.up, d.down) == ([30], [0])
     assert paired_difference([[-x for x in many[0]]]).verdict == "worse"
     assert paired_difference([[0.0, 1.0, -1.0, 0.0]]).verdict == "no"
     assert paired_difference([[1.0]]).bound == math.inf  # one question, one seed: no noise estimate, nothing beyond it

@@ -65,23 +65,24 @@ def test_paired_check_by_hand():
     # Each question's difference averaged over the seeds: [1, 1, 0.5, 0.5, 0, 0, 0, 0], mean 0.375, sample std
     # sqrt(1.375 / 7) = 0.4432, SE 0.4432 / sqrt(8) = 0.157. Per-seed means 0.5, 0.25: std 0.1768, SE 0.125.
     # The larger SE is 0.157 and 0.375 > 2 * 0.157 = 0.313.
-    assert row == ["grpo", "+0.500, +0.250", "+0.375", "0.157", "0.125", "yes"]
+    assert row == ["grpo", "+0.500, +0.250", "+0.375", "0.157", "0.125", "yes", "4/0, 2/0"]
     # Seed 1 fixes nothing: by question [0.5] * 4 + [0] * 4, SE 0.0945; per-seed means 0.5, 0: SE 0.25, and
     # 0.25 is under twice it. The seeds disagree: training noise.
     per_seed[1]["grpo"]["eval_em"] = start
-    assert _row(learners.paired_check(per_seed, ["grpo"]), "grpo")[2:] == ["+0.250", "0.094", "0.250", "no"]
+    assert _row(learners.paired_check(per_seed, ["grpo"]), "grpo")[2:] == ["+0.250", "0.094", "0.250", "no", "4/0, 0/0"]
 
 
 def test_paired_check_calls_a_consistent_rise_beyond_noise_and_a_fall_worse():
     start = [0.0] * 40
     better = [1.0] * 10 + [0.0] * 30  # +0.25 on every seed, on the same questions
-    assert _row(learners.paired_check({s: _paired(start, grpo=better) for s in range(3)}, ["grpo"]), "grpo")[-1] == "yes"
+    assert _row(learners.paired_check({s: _paired(start, grpo=better) for s in range(3)}, ["grpo"]), "grpo")[5] == "yes"
     # The same EM as the start on other questions: the differences cancel. By question (the same on every seed):
     # 10 of +1, 10 of -1, 20 zeros: std sqrt(20 / 39) = 0.716, SE 0.716 / sqrt(40) = 0.113. Three seeds
     # repeating the same questions do not shrink it.
     swapped = {s: _paired(better, grpo=better[::-1]) for s in range(3)}
-    assert _row(learners.paired_check(swapped, ["grpo"]), "grpo")[2:] == ["+0.000", "0.113", "0.000", "no"]
-    assert _row(learners.paired_check({s: _paired(better, grpo=start) for s in range(3)}, ["grpo"]), "grpo")[-1] == "worse"
+    # ... though 10 questions went up and 10 down on every seed.
+    assert _row(learners.paired_check(swapped, ["grpo"]), "grpo")[2:] == ["+0.000", "0.113", "0.000", "no", "10/10, 10/10, 10/10"]
+    assert _row(learners.paired_check({s: _paired(better, grpo=start) for s in range(3)}, ["grpo"]), "grpo")[5] == "worse"
 
 
 def test_paired_check_needs_per_question_results():
