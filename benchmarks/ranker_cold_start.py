@@ -73,6 +73,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--train-questions", type=int, default=200)
     p.add_argument("--test-questions", type=int, default=100)
     p.add_argument("--micro-batch", type=int, default=4)
+    p.add_argument("--shuffle", action="store_true", help="train on candidates shown in a seeded random order "
+                   "(CoSearchConfig.ranker_cold_start_shuffle); the held-out requests keep the retriever's order, as the env shows them")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--show", type=int, default=0, help="print this many raw ranker outputs at each measurement")
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: the physical cores)")
@@ -106,7 +108,7 @@ def main(argv: list[str] | None = None) -> None:
     ranker = LLMRanker(backend, LLMRankerConfig(max_doc_chars=config.ranker_max_doc_chars, max_tokens=config.ranker_max_tokens,
                                                 temperature=config.ranker_temperature))
     print(f"{args.model} ranker, {len(reranks)} held-out requests ({args.queries} queries, {args.hops} hops, N={config.ranker_candidates}, k={args.top_k}), "
-          f"cold start: batch {args.batch}, lr {args.lr:g}", flush=True)
+          f"cold start: batch {args.batch}, lr {args.lr:g}{', shuffled candidates' if args.shuffle else ''}", flush=True)
     measure(backend, ranker, reranks, config, "before", started, args.show)
 
     def after(step: int, loss: float) -> None:
@@ -121,7 +123,7 @@ def main(argv: list[str] | None = None) -> None:
     # steps (one optimizer without a schedule, one seeded stream of examples; measuring trains nothing).
     supervised_ranker_steps(model, tokenizer, train_env, ranker.messages, steps=args.steps[-1], batch=args.batch, lr=args.lr,
                             candidates=config.ranker_candidates, max_tokens=config.ranker_max_tokens, seed=args.seed,
-                            micro_batch=args.micro_batch, max_grad_norm=1.0, sft_step=sft_step, on_step=after)
+                            micro_batch=args.micro_batch, max_grad_norm=1.0, sft_step=sft_step, on_step=after, shuffle=args.shuffle)
 
 
 if __name__ == "__main__":

@@ -119,6 +119,9 @@ class CoSearchConfig(GRPOConfig):
     """Oracle reranks per supervised step of the ranker."""
     ranker_cold_start_lr: float = 5e-4
     """AdamW learning rate of the ranker's supervised steps (a fresh optimizer, as the agent's cold start)."""
+    ranker_cold_start_shuffle: bool = False
+    """Show each cold-start request's candidates in a seeded random order instead of the retriever's, so that
+    its target's first choice is not always candidate 1 (`agents.learners.ranker_sft`, 3)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -140,7 +140,8 @@ class RankerTrainer:
         losses = supervised_ranker_steps(
             model, self.policy.tokenizer, env, self.ranker().messages, steps=c.ranker_cold_start_steps, batch=c.ranker_cold_start_batch,
             lr=c.ranker_cold_start_lr, candidates=c.ranker_candidates, max_tokens=c.ranker_max_tokens, seed=self.ctx.seed,
-            micro_batch=self.ctx.micro_batch, max_grad_norm=self.ctx.max_grad_norm, sft_step=self.ctx.supervised_step)
+            micro_batch=self.ctx.micro_batch, max_grad_norm=self.ctx.max_grad_norm, sft_step=self.ctx.supervised_step,
+            shuffle=c.ranker_cold_start_shuffle)
         if self.ctx.synchronize is not None:
             # Every rank ran the same seeded steps on the same examples; rank 0's weights make the replicas
             # equal even where a device's kernels are not bit-reproducible.

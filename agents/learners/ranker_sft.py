@@ -10,8 +10,13 @@ synthetic world can label itself:
 2. A candidate is useful when its id is among the record's `gold_docs` (the passages the question was built
    from) or its title + text holds a gold answer (`cosearch.relevance_text`, `cover_exact_match`).
 3. The target is a one-line rationale naming the first chosen candidate and why, then `<rerank>` with
-   min(k, N) distinct indices: useful candidates first, then the rest, each part in retriever order. It
+   min(k, N) distinct indices: useful candidates first, then the rest, each part in the order shown. It
    parses under `parse_rerank(strict=True)` and fits the ranker's token budget, or building it fails.
+   On the oracle's sub-queries the retriever already puts a useful candidate first, so in retriever order
+   nearly every target starts `[1]` and a ranker learns to keep the retriever's order. With `shuffle`
+   (`CoSearchConfig.ranker_cold_start_shuffle`) each request shows its candidates in a seeded random
+   order, so the target's first index is wherever the useful candidate landed: a ranker must read the
+   candidates to match it.
 4. An example is tokenized as `PolicyChatBackend` samples: the `LLMRanker` messages through the chat
    template with the generation prompt (loss mask 0), then the target's tokens (loss mask 1).
 """
@@ -111,14 +116,16 @@ def oracle_target(hits: Sequence[Hit], useful: Sequence[bool], answers: Sequence
 
 
 def oracle_reranks(env: Any, index: int, *, candidates: int, count_tokens: Callable[[str], int] | None = None,
-                   max_tokens: int | None = None, question_as_query: bool = False) -> list[OracleRerank]:
+                   max_tokens: int | None = None, question_as_query: bool = False,
+                   shuffle: np.random.Generator | None = None) -> list[OracleRerank]:
     """The oracle reranks of question `index` of a synthetic env (one per search of its oracle trajectory),
     with the env's retriever, `candidates` documents per search and k = the env's `top_k`. The env is not
     stepped, so its own ranker (a model) is never called.
 
     `question_as_query` makes one request whose sub-query is the question itself (what an agent that
     searches the question verbatim sends): there the retriever's first candidate is often not useful,
-    whereas the oracle's sub-queries put a useful one first."""
+    whereas the oracle's sub-queries put a useful one first. `shuffle`: each request shows its candidates in
+    an order drawn from this generator instead of the retriever's."""
     base = env.unwrapped
     if not hasattr(base, "world"):
         raise ConfigError("the ranker's cold start needs the synthetic world's oracle trajectories (env_id SearchQA-Synthetic-v0)")
@@ -133,6 +140,8 @@ def oracle_reranks(env: Any, index: int, *, candidates: int, count_tokens: Calla
         hits = base.retriever.search([query], candidates)[0]
         if not hits:
             continue  # nothing to rank: the env asks no ranker either
+        if shuffle is not None:
+            hits = [hits[i] for i in shuffle.permutation(len(hits))]
         useful = useful_candidates(hits, record.gold_docs, record.answers)
         target = oracle_target(hits, useful, record.answers, base.top_k, count_tokens, max_tokens)
         out.append(OracleRerank(RankRequest(record.question, query, tuple(hits), base.top_k), useful, tuple(record.answers), target))
@@ -175,10 +184,11 @@ def rerank_quality(ranker: Any, reranks: Sequence[OracleRerank], ks: Sequence[in
 def supervised_ranker_steps(
     model: torch.nn.Module, tokenizer: Any, env: Any, messages: Callable[[RankRequest], Sequence[dict]], *,
     steps: int, batch: int, lr: float, candidates: int, max_tokens: int, seed: int, micro_batch: int, max_grad_norm: float,
-    sft_step: Callable[..., float], on_step: Callable[[int, float], None] | None = None,
+    sft_step: Callable[..., float], on_step: Callable[[int, float], None] | None = None, shuffle: bool = False,
 ) -> list[float]:
     """`steps` AdamW steps at `lr` on `batch` oracle reranks each, drawn from the env's questions in a seeded
-    order (a new permutation each pass); `messages` is the env ranker's prompt builder (`LLMRanker.messages`)
+    order (a new permutation each pass), with `shuffle` each request's candidates in a seeded random order
+    (module docstring, 3); `messages` is the env ranker's prompt builder (`LLMRanker.messages`)
     and `sft_step(model, examples, pad_id=, micro_batch=)` accumulates the masked NLL's gradient and returns
     the loss. `on_step(step, loss)`, when given, is called after each optimizer step (1-based). Returns each
     step's loss."""
@@ -187,7 +197,8 @@ def supervised_ranker_steps(
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
     count = lambda text: len(tokenizer.encode(text, add_special_tokens=False))  # noqa: E731
-    stream = _request_stream(env, np.random.default_rng([seed, 11]), candidates, count, max_tokens)
+    stream = _request_stream(env, np.random.default_rng([seed, 11]), candidates, count, max_tokens,
+                             np.random.default_rng([seed, 13]) if shuffle else None)
     losses = []
     for _ in range(steps):
         chosen = [next(stream) for _ in range(batch)]
@@ -201,13 +212,16 @@ def supervised_ranker_steps(
     return losses
 
 
-def _request_stream(env: Any, rng: np.random.Generator, candidates: int, count, max_tokens: int):
-    """Oracle reranks question by question, the questions in a fresh seeded permutation each pass."""
+def _request_stream(env: Any, rng: np.random.Generator, candidates: int, count, max_tokens: int,
+                    shuffle: np.random.Generator | None = None):
+    """Oracle reranks question by question, the questions in a fresh seeded permutation each pass (and with
+    `shuffle`, each request's candidates in an order drawn from it)."""
     total = len(env.unwrapped.records)
     while True:
         found = False
         for index in rng.permutation(total):
-            for rerank in oracle_reranks(env, int(index), candidates=candidates, count_tokens=count, max_tokens=max_tokens):
+            for rerank in oracle_reranks(env, int(index), candidates=candidates, count_tokens=count, max_tokens=max_tokens,
+                                         shuffle=shuffle):
                 found = True
                 yield rerank
         if not found:

@@ -85,6 +85,29 @@ def test_oracle_reranks_of_many_records_parse_strictly_and_lead_with_a_useful_ca
     assert seen >= 60
 
 
+def test_shuffled_requests_show_the_same_candidates_and_move_the_useful_first_choice(env):
+    """With `shuffle`, a request's candidates are the retriever's in a seeded random order and the target
+    leads with a useful one wherever it landed: on the oracle's sub-queries that is rarely candidate 1."""
+    import numpy as np
+
+    base = env.unwrapped
+    firsts, plain_firsts = [], []
+    for index in range(len(base.records)):
+        plain = oracle_reranks(env, index, candidates=5)
+        mixed = oracle_reranks(env, index, candidates=5, shuffle=np.random.default_rng([index, 13]))
+        assert len(mixed) == len(plain)
+        for p, m in zip(plain, mixed):
+            assert sorted(h.doc.id for h in m.request.candidates) == sorted(h.doc.id for h in p.request.candidates)
+            assert m.useful == tuple(p.useful[[h.doc.id for h in p.request.candidates].index(h.doc.id)] for h in m.request.candidates)
+            parsed = parse_rerank(m.target, 5, 3, strict=True)
+            if any(m.useful):
+                assert m.useful[parsed.order[0]]
+            firsts.append(parsed.order[0])
+            plain_firsts.append(parse_rerank(p.target, 5, 3, strict=True).order[0])
+    assert plain_firsts.count(0) / len(plain_firsts) > 0.9  # in retriever order the answer is nearly always [1]
+    assert firsts.count(0) / len(firsts) < 0.5 and len(set(firsts)) == 5  # shuffled, it is anywhere
+
+
 def test_an_example_is_the_ranker_samplers_prompt_then_the_target_and_trains_on_the_target_only(env):
     model, tokenizer = load_model("tiny", 0)
     ranker = LLMRanker(PolicyChatBackend(None), LLMRankerConfig(max_doc_chars=160))
@@ -112,6 +135,24 @@ def test_supervised_steps_lower_the_oracle_rerank_loss(env):
     assert seen == list(enumerate(losses, 1))
     assert supervised_ranker_steps(model, tokenizer, env, ranker.messages, steps=0, batch=4, lr=3e-3, candidates=5,
                                    max_tokens=48, seed=0, micro_batch=4, max_grad_norm=1.0, sft_step=sft_step) == []
+
+
+def test_shuffled_supervised_steps_train_on_the_shuffled_targets(env, monkeypatch):
+    import agents.learners.ranker_sft as ranker_sft
+
+    model, tokenizer = load_model("tiny", 0)
+    ranker = LLMRanker(PolicyChatBackend(None), LLMRankerConfig(max_doc_chars=160))
+    targets: list[str] = []
+    example = ranker_sft.rerank_example
+    monkeypatch.setattr(ranker_sft, "rerank_example", lambda tok, messages, target: targets.append(target) or example(tok, messages, target))
+    kwargs = dict(steps=3, batch=4, lr=3e-3, candidates=5, max_tokens=64, seed=0, micro_batch=4, max_grad_norm=1.0, sft_step=sft_step)
+    supervised_ranker_steps(model, tokenizer, env, ranker.messages, **kwargs)
+    plain = targets[:]
+    targets.clear()
+    supervised_ranker_steps(model, tokenizer, env, ranker.messages, **kwargs, shuffle=True)
+    assert len(targets) == len(plain) == 12
+    # The first choice is candidate 1 in (nearly) every retriever-order target, in few shuffled ones.
+    assert sum("<rerank>[1]" in t for t in plain) >= 11 and sum("<rerank>[1]" in t for t in targets) <= 6
 
 
 def test_rerank_quality_counts_valid_outputs_and_hits_against_the_retriever(env):

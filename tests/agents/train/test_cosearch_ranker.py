@@ -162,3 +162,18 @@ def test_the_ranker_recomputes_activations_when_the_run_does(tmp_path):
     trainer.close()
     assert metrics["ranker/groups"] == 1
     assert any(not torch.equal(before[n], p) for n, p in trainer.models["ranker"].named_parameters())
+
+
+def test_the_ranker_cold_start_shuffles_candidates_when_configured(tmp_path, monkeypatch):
+    import agents.learners.ranker_sft as ranker_sft
+    from agents.learners import CoSearchConfig
+
+    seen = []
+    real = ranker_sft.supervised_ranker_steps
+    monkeypatch.setattr(ranker_sft, "supervised_ranker_steps", lambda *a, **k: seen.append(k["shuffle"]) or real(*a, **k))
+    for shuffle in (False, True):
+        trainer = Trainer(tiny_config(tmp_path / str(shuffle), learner=CoSearchConfig(ranker_cold_start_steps=1, ranker_cold_start_batch=2,
+                                                                                      ranker_cold_start_shuffle=shuffle), steps=1))
+        trainer.second_model.cold_start(trainer.env)
+        trainer.close()
+    assert seen == [False, True]
