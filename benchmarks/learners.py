@@ -219,9 +219,11 @@ def _local_model(trainer):
     return trainer.model if trainer.config.rollout.backend == "hf" else None
 
 
-def _evaluate(trainer, what: str, samples: int = 0) -> tuple[dict[str, float], list[float]]:
+def _evaluate(trainer, what: str, samples: int = 0) -> tuple[dict[str, float], dict[str, list[float]]]:
     """`trainer.evaluation()` (greedy, plus Avg@`samples` when >= 2) behind a progress bar of model passes
-    against their upper bound; returns the metrics and each question's greedy EM."""
+    against their upper bound; returns the metrics and the per-question results a policy's entry keeps for
+    the paired checks: `eval_em` (each question's greedy EM) and with samples `eval_avg_em` (each
+    question's mean EM over its samples)."""
     c = trainer.config
     rows = getattr(getattr(trainer.rollout_policy, "config", None), "max_batch_rows", None)
     budget = generation_budget(c.eval_questions, c.env.max_turns, c.rollout.max_turn_tokens, rows)
@@ -231,7 +233,7 @@ def _evaluate(trainer, what: str, samples: int = 0) -> tuple[dict[str, float], l
     with phase(f"[{what}] {how} eval, {c.eval_questions} test questions (model passes, at most)", budget, "pass") as bar, \
             counting_passes(_local_model(trainer), bar):
         result = trainer.evaluation(samples=samples)
-    return result.metrics, result.em
+    return result.metrics, {"eval_em": result.em, **({"eval_avg_em": result.avg_em} if result.avg_em is not None else {})}
 
 
 def _cold_start(trainer) -> list[float]:
@@ -318,14 +320,14 @@ def _run_seed(preset: Preset, learners: list[str], steps: int, seed: int, out: P
     fingerprint = trainer_eval_fingerprint(starter)  # every policy of this seed is evaluated on this env
     results: dict = {"fingerprint": fingerprint}  # what benchmarks.compare rebuilds and checks
     if preset.eval_base:
-        base_eval, base_em = _evaluate(starter, "base policy", preset.eval_samples)
-        results["base"] = {"eval": base_eval, "eval_em": base_em}
+        base_eval, base_questions = _evaluate(starter, "base policy", preset.eval_samples)
+        results["base"] = {"eval": base_eval, **base_questions}
         print(f"[base policy] {preset.model} as released: test EM {base_eval['eval/em']:.3f}, F1 {base_eval['eval/f1']:.3f}, "
               f"searches/ep {base_eval['eval/searches']:.2f} ({time.perf_counter() - t0:.0f} s)", flush=True)
     losses = _cold_start(starter)
     print(f"[cold start] {preset.cold_start_steps} supervised steps on oracle trajectories: NLL {losses[0]:.3f} -> {losses[-1]:.3f}", flush=True)
     save_model(starter.model, starter.tokenizer, start_dir)
-    start_eval, start_em = _evaluate(starter, "start policy", preset.eval_samples)
+    start_eval, start_questions = _evaluate(starter, "start policy", preset.eval_samples)
     start_hotpotqa = hotpotqa_eval(starter, hotpotqa, preset.eval_questions) if hotpotqa else None
     starter.close()
     del starter
@@ -333,7 +335,7 @@ def _run_seed(preset: Preset, learners: list[str], steps: int, seed: int, out: P
     print(f"[start policy] cold-started: test EM {start_eval['eval/em']:.3f}, F1 {start_eval['eval/f1']:.3f}, "
           f"searches/ep {start_eval['eval/searches']:.2f} ({time.perf_counter() - t0:.0f} s)", flush=True)
 
-    results["start"] = {"eval": start_eval, "eval_em": start_em, "minutes": (time.perf_counter() - t0) / 60}
+    results["start"] = {"eval": start_eval, **start_questions, "minutes": (time.perf_counter() - t0) / 60}
     if start_hotpotqa:
         results["start"]["hotpotqa"] = start_hotpotqa
         print(f"[start policy] HotpotQA: EM {start_hotpotqa['hotpotqa/em']:.3f}, F1 {start_hotpotqa['hotpotqa/f1']:.3f}", flush=True)
@@ -485,7 +487,7 @@ def learner_result(config: TrainConfig, learner: str, eval_samples: int, hotpotq
             history = _train(trainer, learner)
             if config.resume:
                 history = logged_history(trainer.metrics_log.path)
-        final, final_em = _evaluate(trainer, learner, eval_samples)
+        final, final_questions = _evaluate(trainer, learner, eval_samples)
         final_hotpotqa = hotpotqa_eval(trainer, hotpotqa, config.eval_questions) if hotpotqa else None
     finally:
         trainer.close()
@@ -493,7 +495,7 @@ def learner_result(config: TrainConfig, learner: str, eval_samples: int, hotpotq
     # in reference cycles, and the next learner's trainer (in this process) must not be built beside it.
     del trainer
     release_memory()
-    entry = {"eval": final, "eval_em": final_em, "history": history, "signals": mean_signals(history),
+    entry = {"eval": final, **final_questions, "history": history, "signals": mean_signals(history),
              "minutes": (time.perf_counter() - t) / 60}
     if final_hotpotqa:
         entry["hotpotqa"] = final_hotpotqa
@@ -610,7 +612,7 @@ def learning_check(per_seed: dict[int, dict], learners: list[str], eval_question
     return "\n".join(lines)
 
 
-def paired_check(per_seed: dict[int, dict], learners: list[str], against: str = "start") -> str | None:
+def paired_check(per_seed: dict[int, dict], learners: list[str], against: str = "start", key: str = "eval_em") -> str | None:
     """Each learner against the cold-started policy it started from (or against the learner `against`, trained
     with the same seed from the same start), question by question.
 
@@ -618,18 +620,20 @@ def paired_check(per_seed: dict[int, dict], learners: list[str], against: str = 
     are shown: over questions (each question's difference averaged over the seeds first, since every seed
     is scored on the same questions and their differences are not independent across seeds: evaluation
     noise) and over seeds (std of the per-seed differences / sqrt(seeds): training noise). A rise is beyond
-    noise when it exceeds twice the larger of the two (`benchmarks.paired`). None when the results carry no
-    per-question EMs.
+    noise when it exceeds twice the larger of the two (`benchmarks.paired`). `key` "eval_avg_em" pairs the
+    per-question means of the Avg@k samples instead (runs with `--eval-samples`). None when the results
+    carry no such per-question values.
     """
     from benchmarks.paired import HEADER, RULE, paired_difference
 
     seeds = sorted(per_seed)
     learners = [n for n in learners if n != against]
-    if not learners or not all("eval_em" in per_seed[s].get(n, {}) for s in seeds for n in [against, *learners]):
+    if not learners or not all(key in per_seed[s].get(n, {}) for s in seeds for n in [against, *learners]):
         return None
-    lines = [f"| learner | EM - {against} per seed ({', '.join(map(str, seeds))}) | {HEADER}", RULE]
+    what = "EM" if key == "eval_em" else "Avg@k EM"
+    lines = [f"| learner | {what} - {against} per seed ({', '.join(map(str, seeds))}) | {HEADER}", RULE]
     for name in learners:
-        d = paired_difference([np.asarray(per_seed[s][name]["eval_em"], float) - np.asarray(per_seed[s][against]["eval_em"], float)
+        d = paired_difference([np.asarray(per_seed[s][name][key], float) - np.asarray(per_seed[s][against][key], float)
                                for s in seeds])
         lines.append(f"| {name} | " + " | ".join(d.cells()) + " |")
     return "\n".join(lines)
@@ -731,6 +735,11 @@ def write_report(per_seed: dict[int, dict], learners: list[str], preset: dict, s
         if against:
             check += ("\n\nPaired against GRPO (same seed, start and questions): what each learner's own reward, "
                       "weighting or loss settings changed:\n\n" + against)
+    sampled = paired_check(per_seed, learners, key="eval_avg_em")
+    if sampled:
+        k = preset.get("eval_samples")
+        check += (f"\n\nPaired against the cold start on Avg@{k} (each question's mean EM over its {k} samples at the "
+                  "rollout temperature: the sampling policy RL trains):\n\n" + sampled)
     options = preset.get("learner_options") or {}
     if options:
         check += "\n\nLearner options: " + "; ".join(f"{n}: " + ", ".join(f"{k}={v}" for k, v in o.items()) for n, o in options.items())

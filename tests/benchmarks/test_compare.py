@@ -296,6 +296,8 @@ def test_the_learners_benchmark_writes_what_compare_rebuilds(tmp_path, capsys, m
     # Greedy and Avg@2 alike: the same episodes as the learners benchmark's own evaluation of that policy.
     assert "eval/avg@2/em" in model["per_seed"]["0"] and model["per_seed"]["0"] == saved["results"]["0"]["start"]["eval"]
     assert model["per_question"]["0"]["em"] == saved["results"]["0"]["start"]["eval_em"]
+    assert model["per_question"]["0"]["avg_em"] == saved["results"]["0"]["start"]["eval_avg_em"]
+    assert "Paired against the cold start on Avg@2" in (out / "results.md").read_text()
     # Three sampled evaluations: the start and grpo's final policy by the benchmark, the start again by compare.
     assert len(sampled) == 3 and sampled[2] == sampled[0] and len(sampled[0]) == 2 * 4
     # grpo's final checkpoint on top of the start model: grpo's row, greedy and sampled alike.

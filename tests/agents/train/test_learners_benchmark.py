@@ -85,6 +85,19 @@ def test_paired_check_calls_a_consistent_rise_beyond_noise_and_a_fall_worse():
     assert _row(learners.paired_check({s: _paired(better, grpo=start) for s in range(3)}, ["grpo"]), "grpo")[5] == "worse"
 
 
+def test_paired_check_on_avg_at_k_pairs_each_questions_sample_mean():
+    per_seed = {0: _paired([0, 0, 1, 1], grpo=[0, 0, 1, 1])}
+    per_seed[0]["start"]["eval_avg_em"] = [0.0, 0.25, 0.5, 1.0]
+    per_seed[0]["grpo"]["eval_avg_em"] = [0.5, 0.25, 0.75, 1.0]
+    # Greedy: no change. Samples: +0.5, 0, +0.25, 0 -> mean +0.1875; std 0.2394, SE 0.1197: within noise.
+    assert _row(learners.paired_check(per_seed, ["grpo"]), "grpo")[2] == "+0.000"
+    table = learners.paired_check(per_seed, ["grpo"], key="eval_avg_em")
+    assert "Avg@k EM - start per seed (0)" in table
+    assert _row(table, "grpo")[1:] == ["+0.188", "+0.188", "0.120", "-", "no", "2/0"]
+    del per_seed[0]["grpo"]["eval_avg_em"]
+    assert learners.paired_check(per_seed, ["grpo"], key="eval_avg_em") is None
+
+
 def test_paired_check_needs_per_question_results():
     assert learners.paired_check({0: _seed(0.0, 0.5, grpo=0.75)}, ["grpo"]) is None
 
