@@ -48,8 +48,9 @@ def measure(backend, ranker, reranks, config: CoSearchConfig, label: str, starte
         backend.clear()
         hit = (f"Hit@1 {m['ranker/hit@1']:.2f} (retriever {m['ranker/retriever_hit@1']:.2f}, {m['ranker/answerable_calls']:.0f} answerable)"
                if "ranker/hit@1" in m else "no answerable request")
+        kept = f"  kept order {m['ranker/kept_order_rate']:.2f}" if "ranker/kept_order_rate" in m else ""
         print(f"{label:>16} {name:>6}: valid {m['ranker/valid_rate']:.2f}  {hit}  useful@1 {m['ranker/useful@1']:.2f} "
-              f"(retriever {m['ranker/retriever_useful@1']:.2f})  [{time.perf_counter() - started:.0f} s]", flush=True)
+              f"(retriever {m['ranker/retriever_useful@1']:.2f}){kept}  [{time.perf_counter() - started:.0f} s]", flush=True)
         errors = {k.removeprefix("ranker/error_"): v for k, v in m.items() if k.startswith("ranker/error_")}
         if errors:
             print(f"{'':>24} invalid: " + ", ".join(f"{k} {v:.2f}" for k, v in errors.items()), flush=True)

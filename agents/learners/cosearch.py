@@ -270,6 +270,20 @@ def ranking_hits(calls: Sequence[RankerCall], golds: Sequence[Sequence[str]], ks
     return out
 
 
+def kept_order_rate(calls: Sequence[RankerCall]) -> float | None:
+    """The share of valid calls whose shown order is the retriever's own first candidates, in its order: a
+    ranker that only copies the retriever scores 1.0 (None without a valid call).
+
+    >>> calls = [RankerCall("q", ("a", "b"), ("x", "y"), order=(0, 1), valid=True),
+    ...          RankerCall("q", ("a", "b"), ("x", "y"), order=(1, 0), valid=True),
+    ...          RankerCall("q", ("a", "b"), ("x", "y"), order=(0, 1), valid=False)]
+    >>> kept_order_rate(calls)
+    0.5
+    """
+    valid = [c for c in calls if c.valid]
+    return sum(tuple(c.order) == tuple(range(len(c.order))) for c in valid) / len(valid) if valid else None
+
+
 def ranker_reward(
     *, valid: bool, has_answer: bool, r_rel: float, r_main: float, alpha: float = 0.2, gamma: float = 0.5
 ) -> float:

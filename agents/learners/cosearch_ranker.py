@@ -206,7 +206,9 @@ class RankerTrainer:
             # The warm-up counts the ranker's real updates (a step with no kept group has none).
             scheduler.step()
         self.policy.mark_updated()
+        kept = cosearch.kept_order_rate(calls)
         return {
+            **({"ranker/kept_order_rate": kept} if kept is not None else {}),
             "ranker/calls": float(len(calls)), "ranker/groups": float(len(batch.groups)),
             "ranker/reward": float(np.mean([s.reward for s in batch.scores])), "ranker/valid_rate": float(np.mean([c.valid for c in calls])),
             "ranker/loss": stats.loss, "ranker/clusters_dropped_small": float(batch.dropped_small),

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from agents.learners.cosearch import RankerCall, ranking_hits, relevance_text
+from agents.learners.cosearch import RankerCall, kept_order_rate, ranking_hits, relevance_text
 from searchgym.errors import ConfigError
 from searchgym.rankers.llm import RankRequest, parse_rerank
 from searchgym.retrieval.base import Hit
@@ -158,7 +158,8 @@ def rerank_example(tokenizer: Any, messages: Sequence[dict], target: str) -> Rer
 
 def rerank_quality(ranker: Any, reranks: Sequence[OracleRerank], ks: Sequence[int] = (1, 3, 5)) -> dict[str, float]:
     """Ask `ranker` (an `LLMRanker`) for every request in one batch and score what it shows:
-    `ranker/valid_rate` (the share that parsed under its validator), the answer-bearing Hit@k of the shown
+    `ranker/valid_rate` (the share that parsed under its validator), `ranker/kept_order_rate` (the share of
+    valid outputs that keep the retriever's order: `cosearch.kept_order_rate`), the answer-bearing Hit@k of the shown
     order and of the retriever's (`cosearch.ranking_hits`, over requests whose candidates hold a gold
     answer), and `ranker/useful@1` against `ranker/retriever_useful@1`: the share of requests whose first
     shown candidate is useful (a gold passage or an answer holder; intermediate hops count); and for each
@@ -175,6 +176,7 @@ def rerank_quality(ranker: Any, reranks: Sequence[OracleRerank], ks: Sequence[in
         **{f"ranker/error_{kind}": n / len(reranks) for kind, n in sorted(errors.items())},
         "ranker/requests": float(len(reranks)),
         "ranker/valid_rate": float(np.mean([c.valid for c in calls])),
+        **({"ranker/kept_order_rate": kept} if (kept := kept_order_rate(calls)) is not None else {}),
         "ranker/useful@1": float(np.mean([bool(c.order) and r.useful[c.order[0]] for c, r in zip(calls, reranks)])),
         "ranker/retriever_useful@1": float(np.mean([r.useful[0] for r in reranks])),
         **ranking_hits(calls, [r.answers for r in reranks], ks),

@@ -53,6 +53,7 @@ SIGNALS: dict[str, str] = {
     "ranker/valid_rate": "ranker valid",
     "ranker/hit@1": "ranker Hit@1",
     "ranker/retriever_hit@1": "retriever Hit@1",
+    "ranker/kept_order_rate": "ranker kept order",
 }
 """The metrics that say whether a step's rollouts could teach the learner anything, with their short
 labels: the shared ones first, then each learner's own (present only in that learner's steps)."""

@@ -169,6 +169,9 @@ def test_rerank_quality_counts_valid_outputs_and_hits_against_the_retriever(env)
     assert m["ranker/requests"] == 4 and m["ranker/valid_rate"] == 0.75 and m["ranker/error_no_reason"] == 0.25
     # The invalid output falls back to retriever order, whose first candidate is useful.
     assert m["ranker/useful@1"] == 0.75 and m["ranker/retriever_useful@1"] == 1.0
+    # Of the three valid outputs, those whose order is the retriever's [1] > [2] > [3]; the third is not.
+    kept = [tuple(parse_rerank(reply, 5, 3, strict=True).order) == (0, 1, 2) for reply in replies[:3]]
+    assert not kept[2] and m["ranker/kept_order_rate"] == sum(kept) / 3
     with pytest.raises(ConfigError):
         rerank_quality(ranker, [])
 

@@ -70,6 +70,7 @@ def test_ranker_groups_calls_and_updates(tmp_path):
     trainer.close()
     assert metrics["ranker/calls"] == 4 and metrics["ranker/groups"] == 1
     assert metrics["ranker/valid_rate"] == 0.75
+    assert metrics["ranker/kept_order_rate"] == 1 / 3  # of the three valid replies, only "[1] > [2]" keeps the retriever's order
     assert any(not torch.equal(before[n], p) for n, p in trainer.models["ranker"].named_parameters())
 
 
