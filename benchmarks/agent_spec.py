@@ -48,7 +48,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from agents.train.evaluate import Evaluation, eval_metrics, per_question_em, sampled_metrics
+from agents.train.evaluate import Evaluation, evaluation_of
 from searchgym.errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -157,7 +157,7 @@ class CallableAgent:
                 sampled += [self._episode(env, index, bar) for _ in range(samples)]
         finally:
             env.close()
-        return _evaluation(greedy, sampled, samples)
+        return evaluation_of(greedy, sampled, samples)
 
     def _episode(self, env: gym.Env, index: int, bar: Any) -> dict:
         """One episode of question `index`, its summary (`info["episode"]`)."""
@@ -221,7 +221,7 @@ class ChatAgent:
             done = run_chat_episodes(self.policy, make_env, starts, params, system_prompt=rollout.get("system_prompt"))
             return [e.step_infos[-1].get("episode", {}) if e.step_infos else {} for e in done]
 
-        return _evaluation(episodes(0.0, 1), episodes(temperature, samples) if samples else [], samples)
+        return evaluation_of(episodes(0.0, 1), episodes(temperature, samples) if samples else [], samples)
 
     def close(self) -> None:
         self.policy.close()
@@ -240,13 +240,9 @@ class ModelAgent:
         return {**self.policy.describe(), "checkpoint": self.checkpoint}
 
     def progress(self, questions: int, max_turns: int, rollout: Mapping[str, Any], samples: int = 0) -> tuple[int | None, str]:
-        from benchmarks.progress import generation_budget
+        from benchmarks.progress import evaluation_budget
 
-        rows, tokens = self.policy.config.max_batch_rows, int(rollout["max_turn_tokens"])
-        total = generation_budget(questions, max_turns, tokens, rows)
-        if samples:
-            total += generation_budget(questions, max_turns, tokens, max(1, rows // samples) if rows else None)
-        return total, "pass"
+        return evaluation_budget(questions, max_turns, int(rollout["max_turn_tokens"]), self.policy.config.max_batch_rows, samples), "pass"
 
     def evaluate(self, make_env: Callable[[], gym.Env], questions: int, rollout: Mapping[str, Any], bar: Any = None, *,
                  samples: int = 0, temperature: float = 1.0, seed: int = 0) -> Evaluation:
@@ -263,15 +259,6 @@ class ModelAgent:
 
     def close(self) -> None:
         pass
-
-
-def _evaluation(greedy: list[dict], sampled: list[dict], samples: int) -> Evaluation:
-    """The evaluation of one greedy episode summary per question and `samples` sampled ones per question
-    (group-major), as `agents.train.evaluate.evaluate_policy` reports it."""
-    metrics = eval_metrics(greedy)
-    if samples:
-        metrics.update(sampled_metrics(sampled, samples))
-    return Evaluation(metrics, [float(s.get("em", 0.0)) for s in greedy], per_question_em(sampled, samples) if samples else None)
 
 
 def agent_name(agent: Any) -> str:

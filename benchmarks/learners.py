@@ -50,7 +50,7 @@ from agents.train.config import EnvConfig, OptimConfig, RolloutConfig
 from agents.train.metrics import SIGNALS, signal_summary
 from benchmarks.curves import plot_curves
 from benchmarks.fingerprint import trainer_eval_fingerprint
-from benchmarks.progress import counting_calls, counting_passes, generation_budget, phase
+from benchmarks.progress import counting_calls, counting_passes, evaluation_budget, phase
 
 SFT = "sft"
 """The supervised control: no RL; the start policy's cold start goes on for as many steps as the learners' RL."""
@@ -226,9 +226,7 @@ def _evaluate(trainer, what: str, samples: int = 0) -> tuple[dict[str, float], d
     question's mean EM over its samples)."""
     c = trainer.config
     rows = getattr(getattr(trainer.rollout_policy, "config", None), "max_batch_rows", None)
-    budget = generation_budget(c.eval_questions, c.env.max_turns, c.rollout.max_turn_tokens, rows)
-    if samples >= 2:
-        budget += generation_budget(c.eval_questions, c.env.max_turns, c.rollout.max_turn_tokens, max(1, rows // samples) if rows else None)
+    budget = evaluation_budget(c.eval_questions, c.env.max_turns, c.rollout.max_turn_tokens, rows, samples)
     how = f"greedy + Avg@{samples}" if samples >= 2 else "greedy"
     with phase(f"[{what}] {how} eval, {c.eval_questions} test questions (model passes, at most)", budget, "pass") as bar, \
             counting_passes(_local_model(trainer), bar):

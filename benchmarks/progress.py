@@ -141,3 +141,12 @@ def generation_budget(questions: int, max_turns: int, max_turn_tokens: int, batc
     `batch_rows` questions takes at most one pass per token of the turn's budget (prefill included)."""
     chunks = math.ceil(questions / batch_rows) if batch_rows else 1
     return max(1, max_turns * chunks * max_turn_tokens)
+
+
+def evaluation_budget(questions: int, max_turns: int, max_turn_tokens: int, batch_rows: int | None, samples: int = 0) -> int:
+    """`generation_budget` of a greedy evaluation, plus, with `samples` = k >= 2, its k sampled rollouts per
+    question (k rows per question, so `batch_rows // k` questions per chunk)."""
+    total = generation_budget(questions, max_turns, max_turn_tokens, batch_rows)
+    if samples >= 2:
+        total += generation_budget(questions, max_turns, max_turn_tokens, max(1, batch_rows // samples) if batch_rows else None)
+    return total

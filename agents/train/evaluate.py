@@ -53,13 +53,17 @@ def evaluate_policy(policy, make_env: Callable[[], gym.Env], engine_config: Roll
         raise ValueError(f"samples must be 0 (greedy only) or >= 2 (Avg@k), got {samples}")
     n = min(count, len(make_env().unwrapped.records))
     greedy = _rollouts(policy, make_env, engine_config, n, 1, 0.0, None)
+    sampled = _rollouts(policy, make_env, engine_config, n, samples, temperature, seed) if samples >= 2 else []
+    return evaluation_of(greedy, sampled, samples)
+
+
+def evaluation_of(greedy: list[dict], sampled: list[dict], samples: int = 0) -> Evaluation:
+    """The evaluation of one greedy episode summary per question and, with `samples` = k >= 2, k sampled
+    ones per question (group-major), whoever ran the episodes."""
     metrics = eval_metrics(greedy)
-    avg_em = None
     if samples >= 2:
-        sampled = _rollouts(policy, make_env, engine_config, n, samples, temperature, seed)
         metrics.update(sampled_metrics(sampled, samples))
-        avg_em = per_question_em(sampled, samples)
-    return Evaluation(metrics, [float(s.get("em", 0.0)) for s in greedy], avg_em)
+    return Evaluation(metrics, [float(s.get("em", 0.0)) for s in greedy], per_question_em(sampled, samples) if samples >= 2 else None)
 
 
 def sampled_metrics(summaries: list[dict], samples: int) -> dict[str, float]:
