@@ -720,24 +720,30 @@ def merge_results(paths: list[Path]) -> tuple[dict, dict[int, dict]]:
     return head, dict(sorted(per_seed.items()))
 
 
+def paired_sections(per_seed: dict[int, dict], learners: list[str], eval_samples: int | None = None) -> str:
+    """The report's paired tables, each under its question: every policy against the cold start; each RL
+    learner against GRPO (what its own reward, weighting or loss settings changed); each RL learner against
+    the supervised control when it ran (whether RL beats as many more steps of imitation); and, with Avg@k
+    samples, every policy against the cold start on them. Tables without per-question results are left out."""
+    sections = [("Paired against the cold start (same questions, per seed)", paired_check(per_seed, learners))]
+    rl = [n for n in learners if n != SFT]
+    if "grpo" in rl:
+        sections.append(("Paired against GRPO (same seed, start and questions): what each learner's own reward, "
+                         "weighting or loss settings changed", paired_check(per_seed, rl, against="grpo")))
+    if SFT in learners and rl:
+        sections.append(("Paired against the supervised control (same seed, start and questions, as many update steps): "
+                         "whether RL beats more imitation", paired_check(per_seed, rl, against=SFT)))
+    sections.append((f"Paired against the cold start on Avg@{eval_samples} (each question's mean EM over its {eval_samples} "
+                     "samples at the rollout temperature: the sampling policy RL trains)",
+                     paired_check(per_seed, learners, key="eval_avg_em")))
+    return "".join(f"\n\n{title}:\n\n{table}" for title, table in sections if table)
+
+
 def write_report(per_seed: dict[int, dict], learners: list[str], preset: dict, steps: int, out: Path, hotpotqa: str | None = None) -> str:
     """results.md, results.json and curves.png under `out`, for the first seed and the learning check over all;
     returns the learning check's tables."""
     seeds = list(per_seed)
-    check = learning_check(per_seed, learners, preset["eval_questions"])
-    paired = paired_check(per_seed, learners)
-    if paired:
-        check += "\n\nPaired against the cold start (same questions, per seed):\n\n" + paired
-    if "grpo" in learners:
-        against = paired_check(per_seed, learners, against="grpo")
-        if against:
-            check += ("\n\nPaired against GRPO (same seed, start and questions): what each learner's own reward, "
-                      "weighting or loss settings changed:\n\n" + against)
-    sampled = paired_check(per_seed, learners, key="eval_avg_em")
-    if sampled:
-        k = preset.get("eval_samples")
-        check += (f"\n\nPaired against the cold start on Avg@{k} (each question's mean EM over its {k} samples at the "
-                  "rollout temperature: the sampling policy RL trains):\n\n" + sampled)
+    check = learning_check(per_seed, learners, preset["eval_questions"]) + paired_sections(per_seed, learners, preset.get("eval_samples"))
     options = preset.get("learner_options") or {}
     if options:
         check += "\n\nLearner options: " + "; ".join(f"{n}: " + ", ".join(f"{k}={v}" for k, v in o.items()) for n, o in options.items())

@@ -98,6 +98,27 @@ def test_paired_check_on_avg_at_k_pairs_each_questions_sample_mean():
     assert learners.paired_check(per_seed, ["grpo"], key="eval_avg_em") is None
 
 
+def test_paired_sections_pair_rl_learners_against_grpo_and_the_supervised_control():
+    start = [0, 0, 0, 0]
+    per_seed = {0: _paired(start, grpo=[1, 0, 0, 0], **{"e-grpo": [1, 1, 0, 0], "sft": [1, 1, 1, 0]})}
+    text = learners.paired_sections(per_seed, ["grpo", "e-grpo", "sft"])
+    titles = [line for line in text.splitlines() if line.startswith("Paired")]
+    assert [t.split(" (")[0] for t in titles] == ["Paired against the cold start", "Paired against GRPO",
+                                                  "Paired against the supervised control"]
+    by_title = dict(zip(titles, text.split("\n\n")[2::2]))
+    against_grpo, against_sft = by_title[titles[1]], by_title[titles[2]]
+    assert "| sft |" not in against_grpo  # the control changes no reward or loss setting of GRPO's
+    assert _row(against_grpo, "e-grpo")[1] == "+0.250"
+    # Against the control: GRPO -0.5 (2 questions down), E-GRPO -0.25 (1 down).
+    assert _row(against_sft, "grpo")[1] == "-0.500" and _row(against_sft, "grpo")[-1] == "0/2"
+    assert _row(against_sft, "e-grpo")[1] == "-0.250" and "| sft |" not in against_sft
+    assert _row(by_title[titles[0]], "sft")[1] == "+0.750"
+    # Without the control, or without GRPO, their sections are left out; without Avg@k samples, that one.
+    assert "supervised control" not in learners.paired_sections(per_seed, ["grpo", "e-grpo"])
+    assert "against GRPO" not in learners.paired_sections(per_seed, ["e-grpo", "sft"])
+    assert "Avg@" not in text
+
+
 def test_paired_check_needs_per_question_results():
     assert learners.paired_check({0: _seed(0.0, 0.5, grpo=0.75)}, ["grpo"]) is None
 
