@@ -1,5 +1,5 @@
-"""`python -m agents export CHECKPOINT OUT`: a sharded (FSDP2) checkpoint as a plain model folder
-(`agents.train.export`)."""
+"""`python -m agents export CHECKPOINT OUT`: a training checkpoint (sharded or whole weights) as a plain
+model folder (`agents.train.export`)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import sys
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("export", help="turn a sharded (FSDP2) checkpoint into a plain save_pretrained model folder")
-    parser.add_argument("checkpoint", help="a step-NNNNNN folder written by a --sharding fsdp2 run")
+    parser = subparsers.add_parser("export", help="turn a training checkpoint (sharded or whole weights) into a plain save_pretrained model folder")
+    parser.add_argument("checkpoint", help="a step-NNNNNN folder of a run's checkpoints/")
     parser.add_argument("out", help="the model folder to write")
     parser.set_defaults(func=_export)
 

@@ -1,10 +1,13 @@
-"""Turn a sharded (FSDP2) checkpoint into a plain model folder that `from_pretrained` and SGLang load.
+"""Turn a training checkpoint into a plain model folder that `from_pretrained` and SGLang load.
 
     python -m agents export runs/train/checkpoints/step-000008 runs/train/model-step8
 
-Runs in one process without a process group or a GPU: the model is built on the CPU from the config saved
-in the checkpoint, and the shards are read straight into its tensors (the weights are held once, the
-optimizer states are not read), then written with `save_pretrained` beside the saved tokenizer.
+Runs in one process without a process group or a GPU. A sharded (FSDP2) checkpoint: the model is built on
+the CPU from the config saved in the checkpoint, and the shards are read straight into its tensors (the
+weights are held once, the optimizer states are not read). A whole-weights checkpoint (`policy.safetensors`,
+what a run without sharding writes): the model the run started from (its `model` setting in `state.json`) is
+loaded and every one of its weights replaced by the checkpoint's. Either is written with `save_pretrained`
+beside the tokenizer, e.g. to start another run from a trained policy (`--start-model`).
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ from __future__ import annotations
 import logging
 import warnings
 from pathlib import Path
+
+import torch
 
 from agents.train.checkpoint import CheckpointError
 from agents.train.sharded_checkpoint import MODEL_STATE, is_sharded
@@ -46,9 +51,51 @@ def load_sharded_model(checkpoint: str | Path):
     return model, tokenizer
 
 
+def load_whole_model(checkpoint: str | Path):
+    """(model in float32 on the CPU with a whole-weights checkpoint's policy weights, its tokenizer)."""
+    import json
+
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    from agents.train.setup import load_model
+
+    checkpoint = Path(checkpoint)
+    weights_file = checkpoint / "policy.safetensors"
+    if not weights_file.is_file():
+        raise CheckpointError(f"{checkpoint} is not a checkpoint: it has neither {MODEL_STATE}/ (sharded) nor policy.safetensors")
+    try:
+        config = json.loads((checkpoint / "state.json").read_text())["config"]
+        name, seed = config["model"], config.get("seed", 0)
+        lora = config.get("optim", {}).get("lora", False)
+    except (OSError, KeyError, TypeError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"{checkpoint}/state.json does not say which model the run trained ({type(e).__name__}: {e})") from e
+    if lora:
+        raise CheckpointError(f"{checkpoint} holds LoRA adapters, not whole weights; export needs a run without --lora")
+    try:
+        weights = load_file(str(weights_file))
+    except (OSError, SafetensorError) as e:
+        raise CheckpointError(f"cannot read {weights_file}: {type(e).__name__}: {e}") from e
+    model, tokenizer = load_model(name, seed)
+    params = dict(model.named_parameters())
+    unknown = sorted(set(weights) - set(params))
+    missing = sorted(set(params) - set(weights))
+    if unknown or missing:
+        raise CheckpointError(f"{weights_file} does not fit {name}: " + "; ".join(
+            f"{what} {names[:3]}{'...' if len(names) > 3 else ''}" for what, names in
+            (("unknown weights", unknown), ("missing weights", missing)) if names))
+    with torch.no_grad():
+        for n, tensor in weights.items():
+            if params[n].shape != tensor.shape:
+                raise CheckpointError(f"{weights_file}: {n} has shape {tuple(tensor.shape)}, {name} {tuple(params[n].shape)}")
+            params[n].copy_(tensor)
+    model.eval()
+    return model, tokenizer
+
+
 def export_checkpoint(checkpoint: str | Path, out: str | Path) -> Path:
     """Write `checkpoint`'s weights, config and tokenizer to the folder `out`; returns it."""
-    model, tokenizer = load_sharded_model(checkpoint)
+    model, tokenizer = load_sharded_model(checkpoint) if is_sharded(Path(checkpoint)) else load_whole_model(checkpoint)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out, safe_serialization=True)

@@ -4,6 +4,7 @@
   single process's update on the whole batch; the gathered whole weights equal the in-process rollout replica and the streamed model
   folder; the sharded checkpoint exported by `python -m agents export` loads with `from_pretrained` and gives
   the same logits.
+- A whole-weights checkpoint exports to the same kind of folder, every weight from the checkpoint.
 - A 2-process training run SIGKILLed after its first checkpoint resumes to the same metrics, weights and
   optimizer state as an uninterrupted run.
 - Bad settings are ConfigErrors before any process group work.
@@ -99,17 +100,37 @@ def test_bad_sharding_settings_are_config_errors(tmp_path):
         Trainer(tiny_config(tmp_path / "one", distributed=True, sharding="fsdp2"))
 
 
-def test_export_refuses_a_whole_weights_checkpoint(tmp_path, capsys):
+def test_export_writes_a_whole_weights_checkpoint_as_a_model_folder(tmp_path, capsys):
+    from safetensors.torch import load_file, save_file
+    from transformers import AutoModelForCausalLM
+
     trainer = Trainer(tiny_config(tmp_path / "run", steps=1))
     try:
         trainer.run()
+        trained = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
     finally:
         trainer.close()
     (checkpoint,) = list_checkpoints(tmp_path / "run" / "checkpoints")[-1:]
-    with pytest.raises(CheckpointError, match="not a sharded checkpoint"):
-        export_checkpoint(checkpoint, tmp_path / "out")
-    assert agents_main(["export", str(checkpoint), str(tmp_path / "out")]) == 2
-    assert "not a sharded checkpoint" in capsys.readouterr().err
+    assert agents_main(["export", str(checkpoint), str(tmp_path / "out")]) == 0
+    exported = AutoModelForCausalLM.from_pretrained(tmp_path / "out")
+    for n, p in exported.named_parameters():
+        assert torch.equal(p, trained[n]), n
+    assert (tmp_path / "out" / "tokenizer_config.json").is_file()
+    # Every weight comes from the checkpoint, not from the model the run started from: shifted there, shifted here.
+    shifted = tmp_path / "shifted"
+    shutil.copytree(checkpoint, shifted)
+    save_file({n: t + 0.5 for n, t in load_file(str(checkpoint / "policy.safetensors")).items()}, str(shifted / "policy.safetensors"))
+    exported = AutoModelForCausalLM.from_pretrained(export_checkpoint(shifted, tmp_path / "out-shifted"))
+    for n, p in exported.named_parameters():
+        assert torch.equal(p, trained[n] + 0.5), n
+    # A checkpoint folder without weights, or with weights of another model, is refused, naming what is wrong.
+    with pytest.raises(CheckpointError, match="neither"):
+        export_checkpoint(tmp_path, tmp_path / "nothing")
+    broken = tmp_path / "broken"
+    shutil.copytree(checkpoint, broken)
+    save_file({"not.a.weight": torch.zeros(2)}, str(broken / "policy.safetensors"))
+    assert agents_main(["export", str(broken), str(tmp_path / "out2")]) == 2
+    assert "unknown weights ['not.a.weight']" in capsys.readouterr().err
     # A sharded checkpoint (the DCP folder marks it) is refused by a run without sharding, saying why.
     fake = tmp_path / "sharded" / "checkpoints" / checkpoint.name
     shutil.copytree(checkpoint, fake)
