@@ -23,7 +23,9 @@ a reference evaluated in another setting is refused, naming every differing key 
 
 `--paired A.json B.json` takes two agents' `--out` files, written on the same reference envs, and prints
 their paired difference question by question (greedy EM, and Avg@k when both sampled k), per seed and with
-its standard errors over questions and over seeds (`benchmarks.paired`).
+its standard errors over questions and over seeds (`benchmarks.paired`). Either may instead be
+`RESULTS_JSON:POLICY`, one policy of a learners results.json (greedy EM), e.g. a learner trained from a
+control's final policy against that control: `--paired grpo-from-sft/results.json:grpo sft/results.json:sft`.
 
 See docs/benchmark-your-agent.md.
 """
@@ -233,12 +235,37 @@ def paired(a: Mapping[str, Any], b: Mapping[str, Any], names: tuple[str, str] = 
 
 
 def _read_result(path: str) -> dict[str, Any]:
+    """A `--paired` operand: a compare `--out` file, or `RESULTS_JSON:POLICY`, one policy of a learners
+    results.json (`start`, a learner, `sft`) with its greedy per-question EM (`learners_policy`)."""
+    file, policy = path, None
+    if not Path(path).exists() and ":" in path:
+        file, policy = path.rsplit(":", 1)
     try:
-        return json.loads(Path(path).read_text())
+        data = json.loads(Path(file).read_text())
     except FileNotFoundError as e:
-        raise ConfigError(f"{path}: no such file; benchmarks.compare --out writes one") from e
+        raise ConfigError(f"{file}: no such file; benchmarks.compare --out writes one, or give RESULTS_JSON:POLICY "
+                          "for a policy of a benchmarks.learners results.json") from e
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise DataError(f"{path}: not a JSON file ({e})") from e
+        raise DataError(f"{file}: not a JSON file ({e})") from e
+    return data if policy is None else learners_policy(data, policy, file)
+
+
+def learners_policy(run: Mapping[str, Any], policy: str, where: str = "results.json") -> dict[str, Any]:
+    """One policy of a learners results.json in the shape of a compare `--out` file (greedy only): its
+    per-question test EM and the fingerprint of each seed that evaluated it, so that two policies of
+    different runs on the same envs (e.g. a learner trained from a control's final policy, and that control)
+    pair question by question."""
+    if "results" not in run:
+        raise ConfigError(f"{where}: not a benchmarks.learners results.json (no results)")
+    seeds = {s: r for s, r in run["results"].items() if "eval_em" in r.get(policy, {})}
+    if not seeds:
+        held = sorted({n for r in run["results"].values() for n, v in r.items() if isinstance(v, dict) and "eval_em" in v})
+        raise ConfigError(f"{where}: no seed there evaluated {policy!r} question by question; policies with per-question "
+                          f"results: {', '.join(held) or 'none'}")
+    counts = {len(r[policy]["eval_em"]) for r in seeds.values()}
+    return {"agent": f"{where}:{policy}", "questions": min(counts), "samples": 0,
+            "fingerprints": {s: r.get("fingerprint", {}) for s, r in seeds.items()},
+            "per_question": {s: {"em": r[policy]["eval_em"]} for s, r in seeds.items()}}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -246,7 +273,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reference", help="results.json written by python -m benchmarks.learners")
     p.add_argument("--agent", help="module:callable, an OpenAI-compatible URL, or a model name/folder")
     p.add_argument("--paired", nargs=2, metavar=("A_JSON", "B_JSON"),
-                   help="instead of evaluating: the paired difference A - B of two agents' --out files, question by question")
+                   help="instead of evaluating: the paired difference A - B of two agents' --out files (or RESULTS_JSON:POLICY, "
+                        "a policy of a learners results.json, greedy), question by question")
     p.add_argument("--checkpoint", help="a training checkpoint folder (step-NNNNNN) to load on top of a model --agent")
     p.add_argument("--questions", type=int, help="evaluate only the first N of the reference's questions (default: all)")
     p.add_argument("--seeds", nargs="+", help="the reference seeds to compare on (default: all)")

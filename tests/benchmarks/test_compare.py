@@ -150,6 +150,30 @@ def test_two_agents_are_paired_question_by_question(reference, tmp_path, capsys)
         compare.main(["--paired", str(a), str(tmp_path / "missing.json")])
 
 
+def test_a_policy_of_a_learners_results_json_pairs_as_an_operand(reference, tmp_path, capsys):
+    run = json.loads(reference.read_text())
+    per_question = {"0": {"start": [0, 1, 0, 0], "grpo": [1, 1, 0, 0]}, "1": {"start": [0, 1, 0, 0], "grpo": [1, 1, 1, 0]}}
+    for seed, policies in per_question.items():
+        for name, em in policies.items():
+            run["results"][seed][name]["eval_em"] = em
+    reference.write_text(json.dumps(run))
+    assert compare.main(["--paired", f"{reference}:grpo", f"{reference}:start"]) == 0
+    # Seed 0: +1 on question 0; seed 1: +1 on questions 0 and 2.
+    assert _row(capsys.readouterr().out, "test EM")[1:3] == ["+0.250, +0.500", "+0.375"]
+    # Against an agent's --out file on the same envs: the agent's greedy EM question by question, minus the start's.
+    mine = tmp_path / "mine.json"
+    assert compare.main(["--reference", str(reference), "--agent", SCRIPTED, "--cache-dir", str(tmp_path / "c"), "--out", str(mine)]) == 0
+    capsys.readouterr()
+    assert compare.main(["--paired", str(mine), f"{reference}:start"]) == 0
+    agent = json.loads(mine.read_text())["per_question"]
+    expected = [sum(agent[s]["em"]) / 4 - sum(per_question[s]["start"]) / 4 for s in ("0", "1")]
+    assert _row(capsys.readouterr().out, "test EM")[1] == ", ".join(f"{x:+.3f}" for x in expected)
+    with pytest.raises(ConfigError, match="no seed there evaluated 'e-grpo'.*policies with per-question results: grpo, start"):
+        compare.main(["--paired", f"{reference}:e-grpo", f"{reference}:start"])
+    with pytest.raises(ConfigError, match="not a benchmarks.learners results.json"):
+        compare.main(["--paired", f"{mine}:start", f"{reference}:start"])
+
+
 def test_a_requested_setting_that_differs_is_refused_naming_the_keys(reference):
     with pytest.raises(ConfigError) as e:
         compare.compare(reference, SCRIPTED, requests={"top_k": 3}, cache_dir=False)
