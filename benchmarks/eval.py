@@ -157,12 +157,9 @@ def load_policy(model: str, checkpoint: str | None = None, seed: int = 0):
 
     net, tok = load_model_and_tokenizer(model, dtype="float32")
     if checkpoint is not None:
-        from safetensors.torch import load_file
+        from agents.train.checkpoint import load_policy_weights
 
-        weights = load_file(str(Path(checkpoint) / "policy.safetensors"))
-        missing, unexpected = net.load_state_dict(weights, strict=False)
-        if unexpected:
-            raise ValueError(f"{checkpoint}: weights do not fit {model} (unexpected {unexpected[:3]}); LoRA checkpoints need the same LoRA settings")
+        load_policy_weights(checkpoint, net, model)
     return HFPolicy(net, tok, config=HFPolicyConfig(model=model, seed=seed))
 
 

@@ -134,6 +134,32 @@ def load_newest_valid(root: Path, models: Mapping[str, torch.nn.Module], optimiz
     return None
 
 
+def load_policy_weights(checkpoint: str | Path, model: torch.nn.Module, model_name: str) -> None:
+    """Copy a whole-weights checkpoint's policy (`policy.safetensors`) into `model`, a fresh load of the
+    model the run trained (`model_name`, for messages), e.g. to evaluate or export a learner's final policy.
+    A `CheckpointError` names what is wrong: no weights file, or weights that do not fit the model (unknown
+    or missing names, as a LoRA run's adapters are; other shapes). Nothing else of the checkpoint is read."""
+    weights_file = Path(checkpoint) / "policy.safetensors"
+    if not weights_file.is_file():
+        raise CheckpointError(f"{checkpoint} is not a checkpoint: it has neither policy.dcp/ (sharded) nor policy.safetensors")
+    try:
+        weights = load_file(str(weights_file))
+    except (OSError, SafetensorError) as e:
+        raise CheckpointError(f"cannot read {weights_file}: {type(e).__name__}: {e}") from e
+    params = dict(model.named_parameters())
+    unknown, missing = sorted(set(weights) - set(params)), sorted(set(params) - set(weights))
+    if unknown or missing:
+        raise CheckpointError(f"{weights_file} does not fit {model_name}: " + "; ".join(
+            f"{what} {names[:3]}{'...' if len(names) > 3 else ''}" for what, names in
+            (("unknown weights", unknown), ("missing weights", missing)) if names)
+            + " (a LoRA run's checkpoint holds only its adapters)")
+    with torch.no_grad():
+        for n, tensor in weights.items():
+            if params[n].shape != tensor.shape:
+                raise CheckpointError(f"{weights_file}: {n} has shape {tuple(tensor.shape)}, {model_name} {tuple(params[n].shape)}")
+            params[n].copy_(tensor)
+
+
 def load_checkpoint(path: Path, models: Mapping[str, torch.nn.Module], optimizers: Mapping[str, tuple],
                     check: Callable[[Path, dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Restore weights, optimizer and scheduler states and RNG states; return the saved state dict.

@@ -16,8 +16,6 @@ import logging
 import warnings
 from pathlib import Path
 
-import torch
-
 from agents.train.checkpoint import CheckpointError
 from agents.train.sharded_checkpoint import MODEL_STATE, is_sharded
 
@@ -55,40 +53,18 @@ def load_whole_model(checkpoint: str | Path):
     """(model in float32 on the CPU with a whole-weights checkpoint's policy weights, its tokenizer)."""
     import json
 
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-
+    from agents.train.checkpoint import load_policy_weights
     from agents.train.setup import load_model
 
     checkpoint = Path(checkpoint)
-    weights_file = checkpoint / "policy.safetensors"
-    if not weights_file.is_file():
-        raise CheckpointError(f"{checkpoint} is not a checkpoint: it has neither {MODEL_STATE}/ (sharded) nor policy.safetensors")
     try:
         config = json.loads((checkpoint / "state.json").read_text())["config"]
         name, seed = config["model"], config.get("seed", 0)
-        lora = config.get("optim", {}).get("lora", False)
     except (OSError, KeyError, TypeError, json.JSONDecodeError) as e:
-        raise CheckpointError(f"{checkpoint}/state.json does not say which model the run trained ({type(e).__name__}: {e})") from e
-    if lora:
-        raise CheckpointError(f"{checkpoint} holds LoRA adapters, not whole weights; export needs a run without --lora")
-    try:
-        weights = load_file(str(weights_file))
-    except (OSError, SafetensorError) as e:
-        raise CheckpointError(f"cannot read {weights_file}: {type(e).__name__}: {e}") from e
+        raise CheckpointError(f"{checkpoint} is not a checkpoint: it has neither {MODEL_STATE}/ (sharded) nor a state.json naming "
+                              f"the model the run trained ({type(e).__name__}: {e})") from e
     model, tokenizer = load_model(name, seed)
-    params = dict(model.named_parameters())
-    unknown = sorted(set(weights) - set(params))
-    missing = sorted(set(params) - set(weights))
-    if unknown or missing:
-        raise CheckpointError(f"{weights_file} does not fit {name}: " + "; ".join(
-            f"{what} {names[:3]}{'...' if len(names) > 3 else ''}" for what, names in
-            (("unknown weights", unknown), ("missing weights", missing)) if names))
-    with torch.no_grad():
-        for n, tensor in weights.items():
-            if params[n].shape != tensor.shape:
-                raise CheckpointError(f"{weights_file}: {n} has shape {tuple(tensor.shape)}, {name} {tuple(params[n].shape)}")
-            params[n].copy_(tensor)
+    load_policy_weights(checkpoint, model, name)
     model.eval()
     return model, tokenizer
 
