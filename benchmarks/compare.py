@@ -229,8 +229,11 @@ def paired(a: Mapping[str, Any], b: Mapping[str, Any], names: tuple[str, str] = 
         d = paired_difference([np.asarray(a["per_question"][s][key]) - np.asarray(b["per_question"][s][key]) for s in seeds])
         lines.append(f"| {label} | " + " | ".join(d.cells()) + " |")
     if not sampled_alike and (k or b.get("samples", 0)):
-        lines += ["", f"No Avg@k row: {names[0]} sampled {k} episodes per question at temperature {a.get('temperature')}, "
-                      f"{names[1]} {b.get('samples', 0)} at {b.get('temperature')}."]
+        def sampling(r: Mapping[str, Any]) -> str:
+            n = r.get("samples", 0)
+            return f"{n} episodes per question at temperature {r.get('temperature')}" if n else "0 episodes (greedy only)"
+
+        lines += ["", f"No Avg@k row: {names[0]} sampled {sampling(a)}, {names[1]} {sampling(b)}."]
     return "\n".join(lines)
 
 
