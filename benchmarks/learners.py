@@ -110,6 +110,9 @@ class Preset:
     `gradient_checkpointing`; both are how a run computes, not what it learns, so runs that differ in them merge."""
     max_turns: int = 3
     """Env turns per episode (`EnvConfig.max_turns`): a k-hop question needs k searches and an answer."""
+    temperature: float = 1.0
+    """The rollouts' sampling temperature (`RolloutConfig.temperature`): RL samples its groups at it, and Avg@k
+    samples at it (the sampling policy RL trains). Part of the setting: runs at other temperatures do not merge."""
     eval_samples: int = 0
     """k >= 2 also reports Avg@k (mean EM of k sampled rollouts per eval question, as CW-GRPO reports); it
     costs k more rollouts per question than the greedy evaluation."""
@@ -271,7 +274,7 @@ def train_config(preset: Preset, steps: int, seed: int, out: Path, backend: dict
         seed=seed, out_dir=str(out / run), resume=resume, checkpoint_every=1 if resume else 0, device=backend.get("device", "cpu"), threads=threads,
         env=EnvConfig(num_entities=preset.num_entities, hops=preset.hops, top_k=preset.top_k, max_turns=preset.max_turns,
                       world_seed=preset.world_seed, options=env_options),
-        rollout=RolloutConfig(group_size=preset.group, max_turn_tokens=preset.max_turn_tokens,
+        rollout=RolloutConfig(group_size=preset.group, temperature=preset.temperature, max_turn_tokens=preset.max_turn_tokens,
                               max_response_tokens=preset.max_response_tokens, max_batch_rows=preset.max_batch_rows,
                               **backend.get("rollout", {})),
         optim=OptimConfig(lr=preset.lr, cold_start_steps=cold_start_steps, cold_start_skip=skip,
@@ -637,13 +640,18 @@ def paired_check(per_seed: dict[int, dict], learners: list[str], against: str = 
     return "\n".join(lines)
 
 
-def start_evaluation(results_json: Path, start_model: Path) -> dict:
+def start_evaluation(results_json: Path, start_model: Path, eval_samples: int = 0, temperature: float = 1.0) -> dict:
     """The fingerprint and start evaluation (and base, if any) of the seed of `results_json` that made and
-    evaluated `start_model`, to pair a later run from that policy against them."""
+    evaluated `start_model`, to pair a later run from that policy against them. A later run with Avg@k
+    (`eval_samples` >= 2) must sample at the temperature the start's Avg@k was sampled at."""
     run = json.loads(results_json.read_text())
     results = evaluated_starts(run.get("results", {}).values()).get(str(start_model.resolve()))
     if results is None:
         raise ConfigError(f"{results_json}: no seed there made and evaluated {start_model}")
+    made_at = run.get("preset", {}).get("temperature", 1.0)  # runs written before Preset.temperature sampled at 1.0
+    if eval_samples >= 2 and "eval_avg_em" in results["start"] and made_at != temperature:
+        raise ConfigError(f"{results_json}: the start's Avg@k was sampled at temperature {made_at:g}, this run samples at "
+                          f"{temperature:g}; their Avg@k would not pair (leave out --eval-samples, or use the start's temperature)")
     return {k: results[k] for k in ("fingerprint", "base", "start") if k in results}
 
 
@@ -800,6 +808,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lr", type=float, help="override the preset's RL learning rate")
     p.add_argument("--questions", type=int, help="override the preset's questions per RL step")
     p.add_argument("--group", type=int, help="override the preset's rollouts per question (G)")
+    p.add_argument("--temperature", type=float, help="override the preset's rollout temperature (1.0), at which RL samples its "
+                   "groups and Avg@k its samples")
     p.add_argument("--threads", type=int, help="torch/BLAS threads (TrainConfig.threads; default: the physical cores). On a machine "
                    "that other jobs share, 1 thread can be several times faster than 2")
     p.add_argument("--workers", type=int, help="override the preset's learner processes side by side (Preset.workers)")
@@ -844,7 +854,7 @@ def main(argv: list[str] | None = None) -> int:
     preset = PRESETS[args.preset]
     overrides = {k: v for k, v in (("eval_questions", args.eval_questions), ("eval_samples", args.eval_samples), ("lr", args.lr),
                                    ("eval_base", args.eval_base),
-                                   ("questions", args.questions), ("group", args.group),
+                                   ("questions", args.questions), ("group", args.group), ("temperature", args.temperature),
                                    ("workers", args.workers), ("micro_batch", args.micro_batch),
                                    ("gradient_checkpointing", args.gradient_checkpointing)) if v is not None}
     if args.learner_option:
@@ -861,13 +871,13 @@ def main(argv: list[str] | None = None) -> int:
 
     t0 = time.perf_counter()
     print(f"preset {args.preset}: {preset.model}, hops {preset.hops}, {preset.cold_start_steps} cold-start steps, "
-          f"{steps} RL steps x {preset.questions} questions x {preset.group} rollouts, eval on {preset.eval_questions} "
+          f"{steps} RL steps x {preset.questions} questions x {preset.group} rollouts at temperature {preset.temperature:g}, eval on {preset.eval_questions} "
           f"test questions, seeds {args.seeds}"
           + "".join(f"; {n} with {', '.join(f'{k}={v}' for k, v in o.items())}" for n, o in preset.learner_options.items()), flush=True)
     per_seed = {}
     shared = None
     if args.start_model:
-        shared = (Path(args.start_model), start_evaluation(Path(args.start_results), Path(args.start_model)) if args.start_results
+        shared = (Path(args.start_model), start_evaluation(Path(args.start_results), Path(args.start_model), preset.eval_samples, preset.temperature) if args.start_results
                   else {"start": {"model": args.start_model}})
     for seed in args.seeds:
         print(f"\n===== seed {seed}", flush=True)

@@ -194,10 +194,10 @@ def test_seeds_run_apart_from_a_shared_start_merge_into_one_check(tmp_path, monk
     with pytest.raises(ConfigError, match="seed 0 is in two"):
         learners.main(["--merge", str(tmp_path / "a" / "results.json"), str(tmp_path / "a" / "results.json"), "--out", str(tmp_path / "y")])
     # Another RL setting from the same start, paired at once against the evaluation of the run that made it.
-    assert learners.main([*run, "--seeds", "2", "--lr", "5e-5", "--questions", "1", "--start-model", str(start),
+    assert learners.main([*run, "--seeds", "2", "--lr", "5e-5", "--questions", "1", "--temperature", "0.7", "--start-model", str(start),
                           "--start-results", str(tmp_path / "a" / "results.json"), "--out", str(tmp_path / "c")]) == 0
     other = json.loads((tmp_path / "c" / "results.json").read_text())
-    assert other["preset"]["lr"] == 5e-5 and other["preset"]["questions"] == 1
+    assert other["preset"]["lr"] == 5e-5 and other["preset"]["questions"] == 1 and other["preset"]["temperature"] == 0.7
     assert other["results"]["2"]["start"] == merged["results"]["0"]["start"]
     assert "Paired against the cold start" in (tmp_path / "c" / "results.md").read_text()
     with pytest.raises(ConfigError, match="no seed there made and evaluated"):
@@ -221,6 +221,31 @@ def test_learners_side_by_side_in_processes_match_one_after_another(tmp_path):
         for a, b in zip(one[name]["history"], two[name]["history"], strict=True):
             assert a["rollout/sampled_tokens"] == b["rollout/sampled_tokens"]
             assert a["loss/grad_norm"] == pytest.approx(b["loss/grad_norm"], rel=1e-5, abs=1e-7)
+
+
+def test_the_rollout_temperature_is_part_of_the_setting(tmp_path):
+    from searchgym.errors import ConfigError
+
+    preset = replace(learners.PRESETS["tiny"], world_seed=0, shared_start=True)
+    assert learners.train_config(replace(preset, temperature=0.7), 1, 0, tmp_path, {}, 1, "grpo", "tiny", "grpo").rollout.temperature == 0.7
+    assert learners.train_config(preset, 1, 0, tmp_path, {}, 1, "grpo", "tiny", "grpo").rollout.temperature == 1.0
+    # A start whose Avg@4 was sampled at 1.0 (a run written before the field existed) pairs with greedy runs at
+    # any temperature, and with Avg@k runs only at its own.
+    start = {"model": str(tmp_path / "start"), "eval": {"eval/em": 0.5}, "eval_em": [1.0, 0.0], "eval_avg_em": [0.75, 0.0]}
+    run = {"preset": {"lr": 1e-5}, "results": {"0": {"start": start, "fingerprint": {"env_id": "x"}}}}
+    (tmp_path / "results.json").write_text(json.dumps(run))
+    made = learners.start_evaluation(tmp_path / "results.json", tmp_path / "start", eval_samples=4, temperature=1.0)
+    assert made["start"]["eval_avg_em"] == [0.75, 0.0]
+    assert learners.start_evaluation(tmp_path / "results.json", tmp_path / "start", eval_samples=0, temperature=0.7)["start"] == start
+    with pytest.raises(ConfigError, match="sampled at temperature 1, this run samples at 0.7"):
+        learners.start_evaluation(tmp_path / "results.json", tmp_path / "start", eval_samples=4, temperature=0.7)
+    # Runs at two temperatures do not merge into one report.
+    seed = {"start": start, "fingerprint": {"env_id": "x"}, "grpo": {"eval_em": [1.0, 1.0]}}
+    for name, t in (("a", 1.0), ("b", 0.7)):
+        (tmp_path / f"{name}.json").write_text(json.dumps({"preset": {**asdict(preset), "temperature": t}, "steps": 1, "seeds": [0],
+                                                            "results": {"0" if name == "a" else "1": seed}}))
+    with pytest.raises(ConfigError, match="another preset"):
+        learners.merge_results([tmp_path / "a.json", tmp_path / "b.json"])
 
 
 def test_workers_must_be_positive():
