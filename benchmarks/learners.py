@@ -871,14 +871,15 @@ def main(argv: list[str] | None = None) -> int:
 
     t0 = time.perf_counter()
     print(f"preset {args.preset}: {preset.model}, hops {preset.hops}, {preset.cold_start_steps} cold-start steps, "
-          f"{steps} RL steps x {preset.questions} questions x {preset.group} rollouts at temperature {preset.temperature:g}, eval on {preset.eval_questions} "
-          f"test questions, seeds {args.seeds}"
+          f"{steps} RL steps x {preset.questions} questions x {preset.group} rollouts at temperature {preset.temperature:g}, "
+          f"eval on {preset.eval_questions} test questions, seeds {args.seeds}"
           + "".join(f"; {n} with {', '.join(f'{k}={v}' for k, v in o.items())}" for n, o in preset.learner_options.items()), flush=True)
     per_seed = {}
     shared = None
     if args.start_model:
-        shared = (Path(args.start_model), start_evaluation(Path(args.start_results), Path(args.start_model), preset.eval_samples, preset.temperature) if args.start_results
-                  else {"start": {"model": args.start_model}})
+        made = (start_evaluation(Path(args.start_results), Path(args.start_model), preset.eval_samples, preset.temperature)
+                if args.start_results else {"start": {"model": args.start_model}})
+        shared = (Path(args.start_model), made)
     for seed in args.seeds:
         print(f"\n===== seed {seed}", flush=True)
         results = per_seed[seed] = _run_seed(preset, args.learners, steps, seed, out / f"seed{seed}",
