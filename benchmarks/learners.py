@@ -640,6 +640,13 @@ def paired_check(per_seed: dict[int, dict], learners: list[str], against: str = 
     return "\n".join(lines)
 
 
+def preset_fields(stored: dict) -> dict:
+    """A preset as a `results.json` stored it, with each field added to `Preset` since then at its default
+    (e.g. `temperature` 1.0, at which every earlier run sampled)."""
+    return {**{f.name: f.default if f.default_factory is MISSING else f.default_factory() for f in fields(Preset)
+               if f.default is not MISSING or f.default_factory is not MISSING}, **stored}
+
+
 def start_evaluation(results_json: Path, start_model: Path, eval_samples: int = 0, temperature: float = 1.0) -> dict:
     """The fingerprint and start evaluation (and base, if any) of the seed of `results_json` that made and
     evaluated `start_model`, to pair a later run from that policy against them. A later run with Avg@k
@@ -648,7 +655,7 @@ def start_evaluation(results_json: Path, start_model: Path, eval_samples: int = 
     results = evaluated_starts(run.get("results", {}).values()).get(str(start_model.resolve()))
     if results is None:
         raise ConfigError(f"{results_json}: no seed there made and evaluated {start_model}")
-    made_at = run.get("preset", {}).get("temperature", 1.0)  # runs written before Preset.temperature sampled at 1.0
+    made_at = preset_fields(run.get("preset", {}))["temperature"]
     if eval_samples >= 2 and "eval_avg_em" in results["start"] and made_at != temperature:
         raise ConfigError(f"{results_json}: the start's Avg@k was sampled at temperature {made_at:g}, this run samples at "
                           f"{temperature:g}; their Avg@k would not pair (leave out --eval-samples, or use the start's temperature)")
@@ -676,9 +683,8 @@ def merge_results(paths: list[Path]) -> tuple[dict, dict[int, dict]]:
     the seed that made that policy: the same weights, the same world and questions (its fingerprint must
     match), so the same greedy evaluation."""
     runs = [json.loads(Path(p).read_text()) for p in paths]
-    for run in runs:  # a field added to Preset since a run was written reads as its default there
-        run["preset"] = {**{f.name: f.default if f.default_factory is MISSING else f.default_factory() for f in fields(Preset)
-                            if f.default is not MISSING or f.default_factory is not MISSING}, **run["preset"]}
+    for run in runs:
+        run["preset"] = preset_fields(run["preset"])
 
     def setting(run: dict) -> dict:
         return {"preset": {k: v for k, v in run["preset"].items() if k not in NOT_A_SETTING}, "steps": run.get("steps")}
