@@ -74,3 +74,8 @@ class BackendTimeout(BackendError):
 
 class EpisodeStateError(SearchGymError, RuntimeError):
     """`step` was called when no episode is running (call `reset` first)."""
+
+
+class BatchError(SearchGymError, ValueError):
+    """Data handed to a training or scoring routine does not fit together at run time (tensors of different
+    shapes, a trajectory without step infos): a bug in the caller or in the data, not a setting to change."""
