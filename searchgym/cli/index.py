@@ -14,7 +14,7 @@ import argparse
 from dataclasses import fields
 
 from searchgym.cli.fields import field_choices, field_doc
-from searchgym.retrieval.dense import DenseIndexConfig
+from searchgym.retrieval.faiss_index import DenseIndexConfig
 from searchgym.retrieval.encoders import EncoderConfig
 
 

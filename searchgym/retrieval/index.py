@@ -36,9 +36,9 @@ import numpy as np
 
 from searchgym.corpus import Document, iter_corpus_file, load_corpus
 from searchgym.errors import ConfigError, DataError, DataNotFoundError, IndexMismatchError
-from searchgym.retrieval.dense import DenseIndexConfig, build_faiss_index, configure_search, import_faiss, passage_text
 from searchgym.retrieval.docstore import DOCS_FILE, OFFSETS_FILE, DocStore, DocStoreWriter
 from searchgym.retrieval.encoders import DEFAULT_ENCODER, EncoderConfig, TextEncoder
+from searchgym.retrieval.faiss_index import DenseIndexConfig, build_faiss_index, configure_search, import_faiss, passage_text
 from searchgym.retrieval.integrity import VerifyMode, file_record, verify_files
 from searchgym.corpus.corpus import ContentHasher
 from searchgym.retrieval.storage import NpyRowWriter, Staging, chunks, file_stamp, link_or_copy

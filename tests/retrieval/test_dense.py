@@ -11,7 +11,7 @@ from searchgym.retrieval import (
     TextEncoder,
     resolve_retriever,
 )
-from searchgym.retrieval.dense import passage_text
+from searchgym.retrieval.faiss_index import passage_text
 
 
 def test_encoder_config_is_validated():

@@ -292,3 +292,28 @@ def test_index_build_honours_threads(tmp_path, ten_doc_corpus, minilm):
         assert torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(before)
+
+
+def _imported_modules(path) -> set[str]:
+    """Every module the file imports, at module level or inside a function."""
+    import ast
+
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return found
+
+
+def test_index_folders_do_not_import_the_dense_retriever():
+    """`dense` imports `index` (to build and open index folders); the way back would be a cycle."""
+    from pathlib import Path
+
+    import searchgym.retrieval
+
+    package = Path(searchgym.retrieval.__file__).parent
+    for name in ("index.py", "faiss_index.py"):
+        assert "searchgym.retrieval.dense" not in _imported_modules(package / name), name
+    assert "searchgym.retrieval.index" in _imported_modules(package / "dense.py")
