@@ -79,3 +79,8 @@ class EpisodeStateError(SearchGymError, RuntimeError):
 class BatchError(SearchGymError, ValueError):
     """Data handed to a training or scoring routine does not fit together at run time (tensors of different
     shapes, a trajectory without step infos): a bug in the caller or in the data, not a setting to change."""
+
+
+class RegistrationError(SearchGymError):
+    """A searchgym environment id is already registered with Gymnasium for another entry point or other
+    kwargs (another package took the name first)."""

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from gymnasium.envs.registration import register, registry
 
+from searchgym.errors import RegistrationError
+
 _BENCHMARKS = {
     "HotpotQA": "hotpotqa",
     "NQ": "nq",
@@ -22,7 +24,10 @@ ENV_IDS: tuple[str, ...] = (
 
 
 def register_envs() -> None:
-    """Register all ids; safe to call more than once."""
+    """Register all ids. Safe to call more than once (and on a reload of this module): an id already
+    registered with the same entry point and kwargs is left as it is. An id that something else registered
+    first, for another entry point or other kwargs, is a `RegistrationError`: `gym.make` would otherwise
+    build that other env under a searchgym name without a word."""
     for name, dataset in _BENCHMARKS.items():
         _register(f"SearchQA-{name}-v0", "searchgym.envs.variants:BenchmarkSearchQAEnv", {"dataset": dataset})
     _register("SearchQA-Synthetic-v0", "searchgym.envs.variants:SyntheticSearchQAEnv", {})
@@ -30,7 +35,15 @@ def register_envs() -> None:
 
 
 def _register(env_id: str, entry_point: str, kwargs: dict) -> None:
-    if env_id in registry:
-        return
+    existing = registry.get(env_id)
+    if existing is not None:
+        if existing.entry_point == entry_point and existing.kwargs == kwargs:
+            return
+        raise RegistrationError(
+            f"{env_id!r} is already in Gymnasium's registry with entry point {existing.entry_point!r} and kwargs "
+            f"{existing.kwargs!r}; searchgym registers it with entry point {entry_point!r} and kwargs {kwargs!r}. "
+            f"Something imported before searchgym registered the id for another env: register that env under an id "
+            f"of its own, or drop it (del gymnasium.registry[{env_id!r}]) before importing searchgym"
+        )
     # The env truncates at max_turns itself; a TimeLimit wrapper would duplicate that, so none is added.
     register(id=env_id, entry_point=entry_point, kwargs=kwargs, disable_env_checker=False)

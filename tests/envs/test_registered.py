@@ -290,3 +290,37 @@ def test_real_samples_make_working_envs(env_id, data, corpus, tmp_path):
     assert info["action"] == "search" and len(info["shown"]) == 3 and obs.count("Doc ") == 3
     _, _, term, _, info = env.step(f"<answer>{env.unwrapped.record.answers[0]}</answer>")
     assert term and info["reward"]["em"] == 1.0
+
+
+def test_registering_again_is_harmless():
+    """`register_envs()` a second time, or a reload of the module, finds its own specs and leaves them."""
+    import importlib
+
+    import searchgym.envs.registration as registration
+
+    before = {env_id: gym.spec(env_id) for env_id in searchgym.ENV_IDS}
+    searchgym.register_envs()
+    importlib.reload(registration).register_envs()
+    assert {env_id: gym.spec(env_id) for env_id in searchgym.ENV_IDS} == before
+    assert gym.spec("SearchQA-HotpotQA-v0").entry_point == "searchgym.envs.variants:BenchmarkSearchQAEnv"
+
+
+@pytest.mark.parametrize("changes", [{"entry_point": "othergym.envs:QAEnv"}, {"kwargs": {"dataset": "nq"}}])
+def test_an_id_taken_by_another_env_is_an_error(changes):
+    from dataclasses import replace
+
+    from searchgym.errors import RegistrationError
+
+    env_id = "SearchQA-HotpotQA-v0"
+    ours = gym.registry[env_id]
+    gym.registry[env_id] = replace(ours, **changes)
+    try:
+        with pytest.raises(RegistrationError) as raised:
+            searchgym.register_envs()
+    finally:
+        gym.registry[env_id] = ours
+    message = str(raised.value)
+    assert env_id in message and "searchgym.envs.variants:BenchmarkSearchQAEnv" in message
+    other = changes.get("entry_point", "searchgym.envs.variants:BenchmarkSearchQAEnv")
+    assert f"entry point {other!r}" in message
+    assert "{'dataset': 'nq'}" in message if "kwargs" in changes else "othergym.envs:QAEnv" in message
