@@ -58,27 +58,35 @@ def option_kwargs(kind: Any) -> dict[str, Any] | None:
     return None
 
 
+def _default_of(f: dataclasses.Field) -> Any:
+    """A field's default value (its factory called), or None when it has none."""
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    return f.default_factory() if f.default_factory is not dataclasses.MISSING else None
+
+
 def add_dataclass_arguments(parser: argparse.ArgumentParser, cls: type, *, skip: tuple[str, ...] = (), prefix: str = "",
-                            aliases: Mapping[str, str] | None = None) -> None:
+                            aliases: Mapping[str, str] | None = None, defaults: Any = None) -> None:
     """One flag per field of `cls`, nested dataclass fields as dotted groups; defaults are None (unset), so
-    `dataclass_from_args` leaves the dataclass's own default in place. `aliases` maps a dotted field name
-    (`optim.lr`) to an older flag name (`lr`) that sets it too."""
+    `dataclass_from_args` leaves the dataclass's own default in place. A nested field's defaults are those
+    of the instance its parent's field holds by default (`TrainConfig.rollout`'s, not `RolloutConfig`'s);
+    `defaults` is that instance. `skip` names fields by their dotted place (`learner`, `env.options`).
+    `aliases` maps a dotted field name (`optim.lr`) to an older flag name (`lr`) that sets it too."""
     aliases = aliases or {}
     docs = field_docs(cls)
     hints = typing.get_type_hints(cls)
     target = parser if not prefix else parser.add_argument_group(f"{prefix.rstrip('.')} options", (cls.__doc__ or "").strip().splitlines()[0])
     for f in dataclasses.fields(cls):
-        if f.name in skip:
+        if prefix + f.name in skip:
             continue
         kind = hints[f.name]
+        default = getattr(defaults, f.name) if defaults is not None else _default_of(f)
         if dataclasses.is_dataclass(kind):
-            add_dataclass_arguments(parser, kind, prefix=f"{prefix}{f.name}.", aliases=aliases)
+            add_dataclass_arguments(parser, kind, skip=skip, prefix=f"{prefix}{f.name}.", aliases=aliases, defaults=default)
             continue
         kwargs = option_kwargs(kind)
         if kwargs is None:
             continue
-        default = f.default if f.default is not dataclasses.MISSING else (
-            f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
         help_text = docs.get(f.name, "") + (f" (default: {default})" if default is not None else "")
         flags = ["--" + prefix + f.name.replace("_", "-")]
         if prefix + f.name in aliases:
@@ -86,9 +94,11 @@ def add_dataclass_arguments(parser: argparse.ArgumentParser, cls: type, *, skip:
         target.add_argument(*flags, dest=prefix + f.name, default=None, help=help_text.replace("%", "%%"), **kwargs)
 
 
-def dataclass_from_args(cls: type, args: argparse.Namespace, *, prefix: str = "", **given: Any) -> Any:
-    """An instance of `cls` from parsed flags (unset flags keep the dataclass defaults); `given` are
-    field values already built (e.g. a learner config) that win over flags."""
+def dataclass_from_args(cls: type, args: argparse.Namespace, *, prefix: str = "", base: Any = None, **given: Any) -> Any:
+    """An instance of `cls` from parsed flags: `base` (an instance of `cls`) with the flags given replaced,
+    or without `base` the dataclass's defaults with them. A nested field starts from the instance its
+    parent holds by default (its `default_factory`'s), so unset flags keep the defaults `--help` shows.
+    `given` are field values already built (e.g. a learner config) that win over flags."""
     values = vars(args)
     hints = typing.get_type_hints(cls)
     kwargs: dict[str, Any] = {}
@@ -96,7 +106,8 @@ def dataclass_from_args(cls: type, args: argparse.Namespace, *, prefix: str = ""
         if f.name in given:
             kwargs[f.name] = given[f.name]
         elif dataclasses.is_dataclass(hints[f.name]):
-            kwargs[f.name] = dataclass_from_args(hints[f.name], args, prefix=f"{prefix}{f.name}.")
+            inner = getattr(base, f.name) if base is not None else _default_of(f)
+            kwargs[f.name] = dataclass_from_args(hints[f.name], args, prefix=f"{prefix}{f.name}.", base=inner)
         elif values.get(prefix + f.name) is not None:
             kwargs[f.name] = values[prefix + f.name]
-    return cls(**kwargs)
+    return dataclasses.replace(base, **kwargs) if base is not None else cls(**kwargs)

@@ -22,6 +22,7 @@ from typing import Any
 import gymnasium as gym
 
 from agents.policies.base import Completion, Policy, SamplingParams
+from agents.rollout.config import RolloutConfig
 from agents.rollout.trajectory import EpisodeEnd, Segment, Trajectory
 from searchgym.backends.gather import step_side_by_side
 from searchgym.errors import ConfigError
@@ -31,54 +32,6 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_STOPS: dict[str, tuple[str, ...]] = {"tags": ("</search>", "</answer>"), "tool_calls": ("</tool_call>",)}
 """Stop strings per action grammar (the env protocol's `name`): the closing tag of every action."""
-
-
-@dataclass(frozen=True)
-class RolloutConfig:
-    """How episodes are sampled."""
-
-    group_size: int = 1
-    """G: samples per question (the GRPO group)."""
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = 0
-    max_turn_tokens: int = 512
-    """Tokens the policy may write in one turn."""
-    max_response_tokens: int = 4096
-    """Tokens after the prompt in the whole episode (agent turns plus observations); beyond it the episode
-    ends as `over_long`."""
-    max_obs_tokens: int | None = None
-    """Observations longer than this many tokens are cut to it (None: never)."""
-    stop: tuple[str, ...] | None = None
-    """Stop strings; None uses the closing tags of the env's action grammar."""
-    system_prompt: str | None = None
-    """A system message placed before the env's prompt (None: whatever the chat template adds)."""
-    use_chat_template: bool = True
-    """Wrap the env's prompt in the tokenizer's chat template as a user message; False feeds it raw."""
-    stop_on_invalid: bool = False
-    """End an episode at its first unparseable action (`format_error`) instead of letting the env explain."""
-    env_workers: int = 1
-    """Threads stepping envs (more than 1 helps with retrieval servers or LLM judges)."""
-    gather_env_calls: bool = False
-    """Step every live episode of a turn in a thread of its own, so that the model calls their envs make
-    through a `searchgym.backends.gather.GatheringBackend` (COSEARCH's ranker) go out as one batch per
-    turn (`step_side_by_side`; `env_workers` is then not used)."""
-    seed: int | None = None
-    """Seeds every sampling call (derived per call), for reproducible rollouts with `HFPolicy`."""
-
-    def __post_init__(self) -> None:
-        if self.group_size < 1:
-            raise ConfigError(f"group_size must be >= 1, got {self.group_size}")
-        if self.max_turn_tokens < 1 or self.max_response_tokens < 1:
-            raise ConfigError("max_turn_tokens and max_response_tokens must be >= 1")
-        if self.max_obs_tokens is not None and self.max_obs_tokens < 1:
-            raise ConfigError(f"max_obs_tokens must be >= 1 or None, got {self.max_obs_tokens}")
-        if self.env_workers < 1:
-            raise ConfigError(f"env_workers must be >= 1, got {self.env_workers}")
-        if self.stop is not None and (not isinstance(self.stop, tuple) or not all(self.stop)):
-            raise ConfigError(f"stop must be None or a tuple of non-empty strings, got {self.stop!r}")
-        # Validates temperature, top_p and top_k early, with SamplingParams' messages.
-        SamplingParams(temperature=self.temperature, top_p=self.top_p, top_k=self.top_k)
 
 
 @dataclass

@@ -18,12 +18,26 @@ from typing import Any, Literal, get_args
 
 from agents.learners.grpo import GRPOConfig
 from agents.learners.registry import get_learner, learner_for_config
+from agents.rollout.config import RolloutConfig
 from searchgym.errors import ConfigError
 from searchgym.threads import check_threads
 
-RolloutBackend = Literal["hf", "sglang"]
-WeightSync = Literal["disk", "tensors"]
 Sharding = Literal["none", "fsdp2"]
+
+TRAINING_ROLLOUT: dict[str, Any] = {"group_size": 4, "max_turn_tokens": 48, "max_response_tokens": 384}
+"""A training run's rollout settings where they differ from `RolloutConfig`'s own defaults (the engine's:
+one sample per question, 512-token turns, 4096-token responses): groups of 4 and the CPU preset's budgets.
+`TrainConfig()` and `python -m agents train` start from these; a `RolloutConfig` you pass yourself starts
+from the class defaults, so state its group and budgets."""
+
+
+def training_rollout(**changes: Any) -> RolloutConfig:
+    """`TrainConfig.rollout`'s default (`TRAINING_ROLLOUT`) with `changes` applied.
+
+    >>> training_rollout(group_size=8).max_turn_tokens
+    48
+    """
+    return RolloutConfig(**{**TRAINING_ROLLOUT, **changes})
 
 
 def _at_least(config: Any, minimum: int, *names: str) -> None:
@@ -71,78 +85,24 @@ class EnvConfig:
             raise ConfigError(f"EnvConfig.options must be a dict of gym.make arguments, got {type(self.options).__name__}")
 
 
-@dataclass
-class RolloutConfig:
-    """How rollouts are sampled: group size, budgets, and who samples (this process or SGLang servers)."""
-
-    group_size: int = 4
-    """G: rollouts per question."""
-    temperature: float = 1.0
-    """Sampling temperature of the rollouts (the loss's logprobs use the same)."""
-    max_turn_tokens: int = 48
-    """Tokens one turn may generate."""
-    max_response_tokens: int = 384
-    """Tokens a whole trajectory may generate; longer rollouts end as over-long."""
-    backend: RolloutBackend = "hf"
-    """Who samples the rollouts: `hf`, the trained model itself in this process; `sglang`, the servers in
-    `sglang_urls`, which get the new weights after every update (the update itself stays in this process)."""
-    sglang_urls: tuple[str, ...] = ()
-    """SGLang servers (`http://host:port`) for `backend="sglang"`, each serving the same model with the same
-    tokenizer; each turn's prompts are dealt over them round robin (`FanOutPolicy`)."""
-    sglang_router: str | None = None
-    """Instead of `sglang_urls`: the url of an SGLang router (`python -m sglang_router.launch_router`) in
-    front of the servers. Generation goes through the router, which spreads requests over its workers and
-    sends a request to another worker when one does not answer; weight pushes go to every worker the
-    router lists, and each worker's version is checked (`RouterPolicy`)."""
-    weight_sync: WeightSync = "disk"
-    """How new weights reach the servers: `disk`, safetensors written to `out_dir/rollout-weights` and loaded
-    with `/update_weights_from_disk` (the servers must read that folder); `tensors`,
-    `/update_weights_from_tensor` through shared memory or CUDA IPC (trainer and servers on one host, and
-    `sglang` importable in the trainer's process)."""
-    sglang_timeout_s: float = 300.0
-    """Seconds one SGLang request may take before it is retried; a server that stays silent ends the run
-    with a BackendTimeout, one that refuses connections with a BackendError within seconds."""
-    reuse_kv: bool = True
-    """In-process rollouts keep each episode's KV cache between turns and prefill only the new tokens
-    (`HFPolicyConfig.reuse_kv`); False re-prefills every turn's whole context (the older path)."""
-    max_batch_rows: int = 64
-    """Episodes (rows) the in-process policy decodes together at most; a step's rollouts are split into
-    chunks of this many (`HFPolicyConfig.max_batch_rows`)."""
-
-    def __post_init__(self) -> None:
-        _at_least(self, 1, "max_turn_tokens", "max_response_tokens", "max_batch_rows")
-        if self.group_size < 2:
-            raise ConfigError("group_size must be >= 2: GRPO normalizes rewards within a group")
-        if not self.temperature > 0:
-            raise ConfigError(f"rollout temperature must be > 0 (the loss divides logits by it), got {self.temperature}")
-        if isinstance(self.sglang_urls, str):
-            raise ConfigError(f"sglang_urls must be a sequence of urls, got the string {self.sglang_urls!r}; write ({self.sglang_urls!r},)")
-        self.sglang_urls = tuple(self.sglang_urls)
-        if self.backend not in get_args(RolloutBackend):
-            raise ConfigError(f"rollout backend must be one of {get_args(RolloutBackend)}, got {self.backend!r}")
-        if self.weight_sync not in get_args(WeightSync):
-            raise ConfigError(f"weight_sync must be one of {get_args(WeightSync)}, got {self.weight_sync!r}")
-        if not self.sglang_timeout_s > 0:
-            raise ConfigError(f"sglang_timeout_s must be > 0, got {self.sglang_timeout_s}")
-        if self.backend == "hf":
-            if self.sglang_urls or self.sglang_router:
-                raise ConfigError("sglang_urls or sglang_router is set but the rollout backend is 'hf', which samples in process; "
-                                  "set backend='sglang' to use the servers")
-            return
-        if self.sglang_router is not None:
-            if self.sglang_urls:
-                raise ConfigError("set sglang_urls (the servers, dealt round robin) or sglang_router (a router in front of them), not both")
-            if not isinstance(self.sglang_router, str) or not self.sglang_router.startswith(("http://", "https://")):
-                raise ConfigError(f"sglang_router must start with http:// or https://, got {self.sglang_router!r}")
-            return
-        if not self.sglang_urls:
-            raise ConfigError("rollout backend 'sglang' needs at least one server in sglang_urls, e.g. ('http://127.0.0.1:30000',), "
-                              "or a router's url in sglang_router")
-        for url in self.sglang_urls:
-            if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-                raise ConfigError(f"every sglang_urls entry must start with http:// or https://, got {url!r}")
-        if len({u.rstrip("/") for u in self.sglang_urls}) != len(self.sglang_urls):
-            raise ConfigError(f"sglang_urls lists a server twice: {self.sglang_urls}")
+def _check_training_rollout(rollout: RolloutConfig, optim: OptimConfig) -> None:
+    """What a training run asks of `RolloutConfig` beyond what the rollout engine does."""
+    if rollout.group_size < 2:
+        raise ConfigError(f"TrainConfig.rollout.group_size must be >= 2: GRPO normalizes rewards within a group, got "
+                          f"{rollout.group_size} (RolloutConfig's own default is one sample; training_rollout() has 4)")
+    if not rollout.temperature > 0:
+        raise ConfigError(f"rollout temperature must be > 0 (the loss divides logits by it), got {rollout.temperature}")
+    if rollout.top_p != 1.0 or rollout.top_k != 0:
+        raise ConfigError(f"a training run samples from the whole distribution (rollout.top_p=1, top_k=0; got {rollout.top_p}, "
+                          f"{rollout.top_k}): the update's ratio compares the sampler's logprobs with the policy's full "
+                          "distribution at the rollout temperature, which truncated sampling would bias")
+    if rollout.seed is not None:
+        raise ConfigError(f"leave rollout.seed None in a training run (got {rollout.seed}): every step's sampling is seeded "
+                          "from TrainConfig.seed (--seed), so that a resumed run samples what the uninterrupted one did")
+    if optim.cold_start_steps and (rollout.system_prompt is not None or not rollout.use_chat_template):
+        raise ConfigError("the cold start trains on the chat-templated prompt without a system message (agents.train.sft), so "
+                          "rollout.system_prompt and use_chat_template=False would show the policy another format than "
+                          "the one it learned; drop them or the cold start (optim.cold_start_steps=0)")
 
 
 ADAMW_IMPLEMENTATIONS = ("fused", "foreach", "for-loop")
@@ -203,7 +163,9 @@ class TrainConfig:
     """The learner: a registered name (grpo, cw-grpo, e-grpo, cosearch, ...) for its default options, or its
     config object (e.g. `CWGRPOConfig(alpha=1.0)`); a name becomes the default config object."""
     env: EnvConfig = field(default_factory=EnvConfig)
-    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    rollout: RolloutConfig = field(default_factory=training_rollout)
+    """How rollouts are sampled (`agents.rollout.RolloutConfig`); by default `training_rollout()`: groups of
+    4, 48-token turns and 384-token responses."""
     optim: OptimConfig = field(default_factory=OptimConfig)
 
     model: str = "smollm2-135m"
@@ -263,6 +225,7 @@ class TrainConfig:
         for name, kind in (("env", EnvConfig), ("rollout", RolloutConfig), ("optim", OptimConfig)):
             if not isinstance(getattr(self, name), kind):
                 raise ConfigError(f"TrainConfig.{name} must be an {kind.__name__}, got {getattr(self, name)!r}")
+        _check_training_rollout(self.rollout, self.optim)
         _at_least(self, 1, "steps", "questions_per_step")
         if self.malloc_mmap_threshold is not None and self.malloc_mmap_threshold < 4096:
             raise ConfigError(f"malloc_mmap_threshold must be None or at least 4096 bytes (a page), got {self.malloc_mmap_threshold}")
@@ -320,7 +283,7 @@ class TrainConfig:
             spec = get_learner(learner) if isinstance(learner, str) else learner_for_config(learner)
             base = {} if isinstance(learner, str) else {k: getattr(learner, k) for k in learner.__dataclass_fields__}
             learner = spec.config(**{**base, **nested["learner"]})
-        return cls(learner=learner, env=EnvConfig(**nested["env"]), rollout=RolloutConfig(**nested["rollout"]),
+        return cls(learner=learner, env=EnvConfig(**nested["env"]), rollout=training_rollout(**nested["rollout"]),
                    optim=OptimConfig(**nested["optim"]), **kwargs)
 
 

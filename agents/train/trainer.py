@@ -33,6 +33,7 @@ import logging
 import time
 from collections.abc import Sequence
 from contextlib import nullcontext
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +46,7 @@ from agents.learners.batch import LearnerBatch
 from agents.learners.registry import SecondModelContext, learner_for_config
 from agents.memory import peak_rss_gb, tune_allocator
 from agents.policies.hf import HFPolicy, HFPolicyConfig
-from agents.rollout import RolloutConfig, RolloutEngine
+from agents.rollout import RolloutEngine
 from agents.train import setup
 from agents.train.checkpoint import load_newest_valid, save_checkpoint
 from agents.train.config import TrainConfig
@@ -140,9 +141,8 @@ class Trainer:
         with self.accelerator.main_process_first() if self.accelerator else nullcontext():
             self.env = self._make_env("train")
         self.num_questions = len(self.env.unwrapped.records)
-        rollout = RolloutConfig(group_size=config.rollout.group_size, temperature=config.rollout.temperature,
-                                max_turn_tokens=config.rollout.max_turn_tokens, max_response_tokens=config.rollout.max_response_tokens, seed=config.seed,
-                                gather_env_calls=getattr(self.second_model, "gathers_env_calls", False))
+        rollout = replace(config.rollout, seed=config.seed,
+                          gather_env_calls=config.rollout.gather_env_calls or getattr(self.second_model, "gathers_env_calls", False))
         self.engine = RolloutEngine(self.rollout_policy, lambda: self._make_env("train"), rollout)
         self.sync_weights = WeightSync(config, self.model, self.tokenizer, self.rollout_policy, self.out, self.accelerator, self.is_main,
                                        sharded=self.sharded)

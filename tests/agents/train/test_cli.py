@@ -60,3 +60,26 @@ def test_bad_values_are_refused():
         build_parser().parse_args(["train", "--env.options", "[1, 2]"])
     with pytest.raises(SystemExit):
         build_parser().parse_args(["train", "--learner", "ppo"])
+
+
+def test_rollout_flags_start_from_the_training_defaults():
+    from agents.train.config import training_rollout
+
+    assert config_from_args(build_parser().parse_args(["train"])).rollout == training_rollout()
+    config = config_from_args(build_parser().parse_args(["train", "--rollout.group-size", "8", "--rollout.max-obs-tokens", "100",
+                                                         "--rollout.stop", "</search>", "</answer>", "--rollout.env-workers", "2"]))
+    assert config.rollout == training_rollout(group_size=8, max_obs_tokens=100, stop=("</search>", "</answer>"), env_workers=2)
+    assert (config.rollout.max_turn_tokens, config.rollout.max_response_tokens) == (48, 384)
+
+
+def test_help_shows_the_training_defaults_of_rollout_flags():
+    help_text = " ".join(build_parser()._subparsers._group_actions[0].choices["train"].format_help().split())
+    assert "G: samples per question (the GRPO group). (default: 4)" in help_text
+    assert "Tokens the policy may write in one turn. (default: 48)" in help_text
+
+
+def test_sampling_a_training_run_cannot_take_is_refused():
+    from searchgym.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="whole distribution"):
+        config_from_args(build_parser().parse_args(["train", "--rollout.top-p", "0.9"]))

@@ -12,7 +12,7 @@ import pytest
 from agents.models import TinyModelConfig, build_tiny_model
 from agents.policies.hf import HFPolicy
 from agents.train import TrainConfig
-from agents.train.config import EnvConfig, RolloutConfig
+from agents.train.config import EnvConfig, training_rollout
 from benchmarks import learners
 from tests.agents.fake_sglang import FakeSGLang
 
@@ -35,7 +35,7 @@ def test_the_gpu_preset_rolls_out_through_sglang_on_cuda():
     preset = learners.PRESETS["gpu"]
     options = learners.backend_options(preset)
     assert options == {"device": "cuda", "rollout": {"backend": "sglang", "sglang_urls": ("http://127.0.0.1:30000",), "weight_sync": "tensors"}}
-    config = TrainConfig(model=preset.model, env=EnvConfig(hops=preset.hops), rollout=RolloutConfig(**options["rollout"]),
+    config = TrainConfig(model=preset.model, env=EnvConfig(hops=preset.hops), rollout=training_rollout(**options["rollout"]),
                          device=options["device"])  # valid as a TrainConfig
     assert config.rollout.backend == "sglang" and preset.model == "Qwen/Qwen2.5-0.5B-Instruct" and set(preset.hops) == {1, 2}
     two = learners.backend_options(preset, ["http://10.0.0.2:30000", "http://10.0.0.3:30000"])

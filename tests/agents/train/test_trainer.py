@@ -118,7 +118,7 @@ def test_config_errors():
     with pytest.raises(ConfigError, match="learner"):
         TrainConfig(learner="ppo")
     with pytest.raises(ConfigError, match="group_size"):
-        RolloutConfig(group_size=1)
+        TrainConfig(rollout=RolloutConfig(group_size=1))
     with pytest.raises(ConfigError, match="TrainConfig.env must be an EnvConfig"):
         TrainConfig(env={"hops": (1,)})
     with pytest.raises(ConfigError, match="unknown training option 'hop'"):
@@ -169,3 +169,22 @@ def test_evaluation_reports_each_questions_greedy_em_and_avg_at_k(tmp_path):
     assert again.em == result.em and "eval/avg@2/em" not in again.metrics
     with pytest.raises(ValueError, match="samples"):
         trainer.evaluation(samples=1)
+
+
+def test_the_runs_rollout_settings_reach_the_engine(tmp_path):
+    from dataclasses import replace
+
+    from agents.train.config import EnvConfig, training_rollout
+
+    rollout = training_rollout(group_size=2, max_turn_tokens=12, max_response_tokens=64, max_obs_tokens=20)
+    config = TrainConfig(model="tiny", steps=1, questions_per_step=2, seed=7, out_dir=str(tmp_path / "run"), rollout=rollout,
+                         env=EnvConfig(num_entities=300, num_questions=20, max_turns=2))
+    trainer = Trainer(config)
+    try:
+        # The run seeds its rollouts; COSEARCH alone asks for gathered env calls.
+        assert trainer.engine.config == replace(rollout, seed=7)
+        # A random model writes no action: the env's explanation (longer than 20 tokens) is cut to 20.
+        observations = [s for t in trainer.rollout_share([0, 1], step=0) for s in t.segments if s.kind == "observation"]
+        assert observations and {s.end - s.start for s in observations} == {20}
+    finally:
+        trainer.close()

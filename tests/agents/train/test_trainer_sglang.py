@@ -36,7 +36,7 @@ from agents.policies.hf import HFPolicy, HFPolicyConfig
 from agents.rollout import RolloutEngine
 from agents.learners import GRPOConfig
 from agents.train import TrainConfig
-from agents.train.config import OptimConfig, RolloutConfig
+from agents.train.config import OptimConfig, RolloutConfig, training_rollout
 from agents.train.trainer import Trainer
 from searchgym.errors import BackendError, ConfigError
 from tests.agents.fake_sglang import FakeSGLang
@@ -228,7 +228,7 @@ def test_config_rejects_bad_backend_combinations():
     with pytest.raises(ConfigError, match="string"):
         RolloutConfig(backend="sglang", sglang_urls="http://a:1")  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="lora"):
-        TrainConfig(rollout=RolloutConfig(backend="sglang", sglang_urls=("http://a:1",)), optim=OptimConfig(lora=True))
+        TrainConfig(rollout=training_rollout(backend="sglang", sglang_urls=("http://a:1",)), optim=OptimConfig(lora=True))
     with pytest.raises(ConfigError, match="rollout backend must be one of"):
         RolloutConfig(backend="vllm")  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="weight_sync"):
