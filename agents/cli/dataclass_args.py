@@ -13,12 +13,12 @@ import dataclasses
 import json
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Iterable
 from typing import Any, Literal, get_args, get_origin
 
 from searchgym.cli.fields import field_docs
 
-__all__ = ["add_dataclass_arguments", "dataclass_from_args", "field_docs", "json_object", "option_kwargs"]
+__all__ = ["add_dataclass_arguments", "dataclass_from_args", "field_docs", "json_object", "nested_flags_for", "option_kwargs"]
 
 
 def json_object(text: str) -> dict:
@@ -66,13 +66,11 @@ def _default_of(f: dataclasses.Field) -> Any:
 
 
 def add_dataclass_arguments(parser: argparse.ArgumentParser, cls: type, *, skip: tuple[str, ...] = (), prefix: str = "",
-                            aliases: Mapping[str, str] | None = None, defaults: Any = None) -> None:
+                            defaults: Any = None) -> None:
     """One flag per field of `cls`, nested dataclass fields as dotted groups; defaults are None (unset), so
     `dataclass_from_args` leaves the dataclass's own default in place. A nested field's defaults are those
     of the instance its parent's field holds by default (`TrainConfig.rollout`'s, not `RolloutConfig`'s);
-    `defaults` is that instance. `skip` names fields by their dotted place (`learner`, `env.options`).
-    `aliases` maps a dotted field name (`optim.lr`) to an older flag name (`lr`) that sets it too."""
-    aliases = aliases or {}
+    `defaults` is that instance. `skip` names fields by their dotted place (`learner`, `env.options`)."""
     docs = field_docs(cls)
     hints = typing.get_type_hints(cls)
     target = parser if not prefix else parser.add_argument_group(f"{prefix.rstrip('.')} options", (cls.__doc__ or "").strip().splitlines()[0])
@@ -82,16 +80,14 @@ def add_dataclass_arguments(parser: argparse.ArgumentParser, cls: type, *, skip:
         kind = hints[f.name]
         default = getattr(defaults, f.name) if defaults is not None else _default_of(f)
         if dataclasses.is_dataclass(kind):
-            add_dataclass_arguments(parser, kind, skip=skip, prefix=f"{prefix}{f.name}.", aliases=aliases, defaults=default)
+            add_dataclass_arguments(parser, kind, skip=skip, prefix=f"{prefix}{f.name}.", defaults=default)
             continue
         kwargs = option_kwargs(kind)
         if kwargs is None:
             continue
         help_text = docs.get(f.name, "") + (f" (default: {default})" if default is not None else "")
-        flags = ["--" + prefix + f.name.replace("_", "-")]
-        if prefix + f.name in aliases:
-            flags.append("--" + aliases[prefix + f.name].replace("_", "-"))
-        target.add_argument(*flags, dest=prefix + f.name, default=None, help=help_text.replace("%", "%%"), **kwargs)
+        target.add_argument("--" + prefix + f.name.replace("_", "-"), dest=prefix + f.name, default=None, help=help_text.replace("%", "%%"),
+                            **kwargs)
 
 
 def dataclass_from_args(cls: type, args: argparse.Namespace, *, prefix: str = "", base: Any = None, **given: Any) -> Any:
@@ -111,3 +107,28 @@ def dataclass_from_args(cls: type, args: argparse.Namespace, *, prefix: str = ""
         elif values.get(prefix + f.name) is not None:
             kwargs[f.name] = values[prefix + f.name]
     return dataclasses.replace(base, **kwargs) if base is not None else cls(**kwargs)
+
+
+def nested_flags_for(flag: str, dests: Iterable[str]) -> list[str]:
+    """The dotted flags among `dests` (parsed argument names such as `optim.lr`) that a flat `flag` most
+    likely meant: those whose last part is its name (`--lr`: `--optim.lr`; `--no-lora`: `--no-optim.lora`),
+    or its first hyphen read as the dot (`--env-id`: `--env.id`). Empty when there is none.
+
+    >>> nested_flags_for("--kl-coef=0", ["optim.lr", "learner.kl_coef", "env.id"])
+    ['--learner.kl-coef']
+    >>> nested_flags_for("--env-id", ["optim.lr", "learner.kl_coef", "env.id"])
+    ['--env.id']
+    """
+    if not flag.startswith("--"):
+        return []
+    name = flag[2:].split("=", 1)[0].replace("_", "-")
+    negated = name.startswith("no-")
+    found = []
+    for dest in dests:
+        if "." not in dest:
+            continue
+        dotted = dest.replace("_", "-")
+        for candidate, prefix in ((name, ""), (name[3:], "no-")) if negated else ((name, ""),):
+            if dotted.rsplit(".", 1)[1] == candidate or dotted == candidate.replace("-", ".", 1):
+                found.append(f"--{prefix}{dotted}")
+    return sorted(set(found))

@@ -3,8 +3,8 @@
 Every `TrainConfig` field is a flag named by its place in the nesting (`--env.hops`, `--rollout.group-size`,
 `--optim.lr`); the learner's own options are `--learner.NAME` flags, one per option of any registered
 learner (the help says which learners have it and their defaults); setting one the chosen learner lacks is
-an error. The flat flags of the previous layout (`--hops`, `--lr`, `--kl-coef`, ...) still work as aliases
-for one version (`agents.train.config.FLAT_ALIASES`).
+an error. The flat flags of the earlier layout (`--hops`, `--lr`, `--kl-coef`, ...) are gone: one is an error
+that names its nested flag (`agents.cli.NestedFlagParser`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import typing
 
 from agents.cli.dataclass_args import add_dataclass_arguments, dataclass_from_args, field_docs, option_kwargs
 from agents.learners.registry import get_learner, learner_names
-from agents.train.config import FLAT_ALIASES, TrainConfig
+from agents.train.config import TrainConfig
 from agents.train.distributed import world_size
 from agents.train.presets import PRESETS, get_preset
 
@@ -28,7 +28,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--preset", choices=list(PRESETS), default=None,
                    help="start from a named layout (flags given here win over it): "
                    + "; ".join(f"{n}: {preset.summary}" for n, preset in PRESETS.items()) + " (agents/train/presets.py)")
-    add_dataclass_arguments(p, TrainConfig, skip=("learner",), aliases={v: k for k, v in FLAT_ALIASES.items()})
+    add_dataclass_arguments(p, TrainConfig, skip=("learner",))
     p.set_defaults(func=run)
 
 
@@ -56,9 +56,7 @@ def add_learner_arguments(parser: argparse.ArgumentParser) -> None:
             text = " | ".join(f"{o}: {d}" for o, d in docs.items())
         shown = sorted({str(v) for v in defaults.values()})
         text += f" (default: {shown[0]})" if len(shown) == 1 else " (default: " + ", ".join(f"{o} {v}" for o, v in defaults.items()) + ")"
-        flags = [f"--learner.{name.replace('_', '-')}"]
-        flags += [f"--{old.replace('_', '-')}" for old, new in FLAT_ALIASES.items() if new == f"learner.{name}"]
-        group.add_argument(*flags, dest=f"learner.{name}", default=None, help=text.replace("%", "%%"), **kwargs)
+        group.add_argument(f"--learner.{name.replace('_', '-')}", dest=f"learner.{name}", default=None, help=text.replace("%", "%%"), **kwargs)
 
 
 def learner_from_args(args: argparse.Namespace):

@@ -15,10 +15,11 @@ import sys
 SUBCOMMANDS: tuple[str, ...] = ("index", "serve", "judge")
 
 
-def build_dispatcher(prog: str, description: str, package: str, subcommands: tuple[str, ...]) -> argparse.ArgumentParser:
+def build_dispatcher(prog: str, description: str, package: str, subcommands: tuple[str, ...], *,
+                     parser_class: type[argparse.ArgumentParser] = argparse.ArgumentParser) -> argparse.ArgumentParser:
     """A parser whose subcommands come from `package.<name>` modules, each with `add_parser(subparsers)`.
-    Shared by the `searchgym` and `agents` command lines."""
-    parser = argparse.ArgumentParser(prog=prog, description=description)
+    Shared by the `searchgym` and `agents` command lines; `parser_class` builds it and its subparsers."""
+    parser = parser_class(prog=prog, description=description)
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     sub = parser.add_subparsers(dest="command", required=True)
     for name in subcommands:

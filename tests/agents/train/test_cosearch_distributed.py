@@ -57,7 +57,7 @@ class _Scripted:
 
 def _config(out: Path, **overrides):
     learner = CoSearchConfig(ranker_cold_start_steps=0, kl_coef=0.0)
-    return tiny_config(out, learner=learner, top_k=2, steps=1, **overrides)
+    return tiny_config(out, learner=learner, env={"top_k": 2}, steps=1, **overrides)
 
 
 def _play(trainer: Trainer, rank: int) -> list[SimpleNamespace]:

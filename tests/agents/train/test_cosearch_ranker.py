@@ -65,7 +65,7 @@ def _scripted_ranker_step(trainer):
 
 
 def test_ranker_groups_calls_and_updates(tmp_path):
-    trainer = Trainer(tiny_config(tmp_path, learner="cosearch", top_k=2))
+    trainer = Trainer(tiny_config(tmp_path, learner="cosearch", env={"top_k": 2}))
     metrics, before = _scripted_ranker_step(trainer)
     trainer.close()
     assert metrics["ranker/calls"] == 4 and metrics["ranker/groups"] == 1
@@ -80,7 +80,7 @@ def test_ranker_cold_start_runs_once_at_step_0_and_not_on_resume(tmp_path):
     from agents.learners import CoSearchConfig
 
     learner = CoSearchConfig(ranker_cold_start_steps=3, ranker_cold_start_batch=2, ranker_cold_start_lr=3e-3)
-    trainer = Trainer(tiny_config(tmp_path, learner=learner, steps=1, cold_start_steps=1, cold_start_batch=2))
+    trainer = Trainer(tiny_config(tmp_path, learner=learner, steps=1, optim={"cold_start_steps": 1, "cold_start_batch": 2}))
     fresh = {n: p.detach().clone() for n, p in trainer.models["ranker"].named_parameters()}
     calls, real = [], trainer.second_model.cold_start
 
@@ -101,7 +101,7 @@ def test_ranker_cold_start_runs_once_at_step_0_and_not_on_resume(tmp_path):
     # The policy's and the ranker's cold starts share the step-0 line.
     assert lines[0]["step"] == 0 and "cold_start/loss_first" in lines[0] and lines[0]["ranker_cold_start/steps"] == 3
 
-    resumed = Trainer(tiny_config(tmp_path, learner=learner, steps=2, cold_start_steps=1, cold_start_batch=2))
+    resumed = Trainer(tiny_config(tmp_path, learner=learner, steps=2, optim={"cold_start_steps": 1, "cold_start_batch": 2}))
     assert resumed.step == 1
     again = []
     resumed.second_model.cold_start = lambda env: again.append(env) or {}
@@ -154,10 +154,10 @@ def test_identical_calls_each_keep_their_generation(tmp_path):
 def test_the_ranker_recomputes_activations_when_the_run_does(tmp_path):
     """`optim.gradient_checkpointing` is how a run holds its update's memory: the ranker's update, COSEARCH's
     second, follows it like the policy's, and still trains."""
-    plain = Trainer(tiny_config(tmp_path / "a", learner="cosearch", top_k=2))
+    plain = Trainer(tiny_config(tmp_path / "a", learner="cosearch", env={"top_k": 2}))
     assert not plain.model.is_gradient_checkpointing and not plain.models["ranker"].is_gradient_checkpointing
     plain.close()
-    trainer = Trainer(tiny_config(tmp_path / "b", learner="cosearch", top_k=2, gradient_checkpointing=True, micro_batch=1))
+    trainer = Trainer(tiny_config(tmp_path / "b", learner="cosearch", env={"top_k": 2}, optim={"gradient_checkpointing": True, "micro_batch": 1}))
     assert trainer.model.is_gradient_checkpointing and trainer.models["ranker"].is_gradient_checkpointing
     metrics, before = _scripted_ranker_step(trainer)
     trainer.close()

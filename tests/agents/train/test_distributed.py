@@ -23,6 +23,7 @@ import torch
 
 from agents.learners.batch import LearnerBatch
 from agents.train import TrainConfig
+from agents.train.config import EnvConfig, OptimConfig, RolloutConfig
 from agents.train.checkpoint import list_checkpoints
 from agents.train.distributed import make_accelerator, merge_metrics, shard
 from agents.train.trainer import Trainer
@@ -31,11 +32,12 @@ from searchgym.errors import ConfigError
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def tiny_config(out: Path, **overrides) -> TrainConfig:
-    base = {"model": "tiny", "num_entities": 300, "num_questions": 20, "hops": (1,), "steps": 2, "questions_per_step": 2, "group_size": 2,
-            "max_turn_tokens": 12, "max_response_tokens": 64, "max_turns": 2, "micro_batch": 2, "out_dir": str(out), "lr": 1e-3}
-    base.update(overrides)
-    return TrainConfig.from_flat(**base)
+def tiny_config(out: Path, *, env: dict | None = None, rollout: dict | None = None, optim: dict | None = None, **top) -> TrainConfig:
+    """A tiny random model on a small synthetic world; `env`, `rollout` and `optim` change those sections."""
+    return TrainConfig(**{"model": "tiny", "steps": 2, "questions_per_step": 2, "out_dir": str(out), **top},
+                       env=EnvConfig(**{"num_entities": 300, "num_questions": 20, "hops": (1,), "max_turns": 2, **(env or {})}),
+                       rollout=RolloutConfig(**{"group_size": 2, "max_turn_tokens": 12, "max_response_tokens": 64, **(rollout or {})}),
+                       optim=OptimConfig(**{"micro_batch": 2, "lr": 1e-3, **(optim or {})}))
 
 
 def weights(model: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -87,9 +89,9 @@ def test_one_process_under_accelerate_equals_the_plain_run(tmp_path):
 
 
 def test_cold_start_under_accelerate_equals_the_plain_one(tmp_path):
-    cfg = {"cold_start_steps": 2, "cold_start_batch": 4, "cold_start_lr": 3e-3}
-    plain = Trainer(tiny_config(tmp_path / "plain", **cfg))
-    accel = Trainer(tiny_config(tmp_path / "accel", distributed=True, **cfg))
+    optim = {"cold_start_steps": 2, "cold_start_batch": 4, "cold_start_lr": 3e-3}
+    plain = Trainer(tiny_config(tmp_path / "plain", optim=optim))
+    accel = Trainer(tiny_config(tmp_path / "accel", distributed=True, optim=optim))
     try:
         assert plain.cold_start() == pytest.approx(accel.cold_start(), rel=1e-6)
         wa, wb = weights(plain.model), weights(accel.model)

@@ -87,14 +87,14 @@ def test_bad_sharding_settings_are_config_errors(tmp_path):
     with pytest.raises(ConfigError, match="cosearch"):
         tiny_config(tmp_path, learner="cosearch", distributed=True, sharding="fsdp2")
     with pytest.raises(ConfigError, match="lora"):
-        tiny_config(tmp_path, distributed=True, sharding="fsdp2", lora=True)
+        tiny_config(tmp_path, distributed=True, sharding="fsdp2", optim={"lora": True})
     with pytest.raises(ConfigError, match="cpu_offload"):
         tiny_config(tmp_path, distributed=True, sharding="fsdp2", cpu_offload=True)
     with pytest.raises(ConfigError, match="sharding must be one of"):
         tiny_config(tmp_path, distributed=True, sharding="zero3")
     with pytest.raises(ConfigError, match="weight_sync='disk'"):
-        tiny_config(tmp_path, distributed=True, sharding="fsdp2", rollout_backend="sglang", sglang_urls=("http://127.0.0.1:1",),
-                    weight_sync="tensors")
+        tiny_config(tmp_path, distributed=True, sharding="fsdp2",
+                    rollout={"backend": "sglang", "sglang_urls": ("http://127.0.0.1:1",), "weight_sync": "tensors"})
     # One process (an Accelerator without a process group): nothing to shard.
     with pytest.raises(ConfigError, match="at least 2 processes"):
         Trainer(tiny_config(tmp_path / "one", distributed=True, sharding="fsdp2"))
@@ -141,7 +141,7 @@ def test_export_writes_a_whole_weights_checkpoint_as_a_model_folder(tmp_path, ca
 
 @pytest.mark.slow
 def test_two_sharded_processes_update_like_one_and_export_whole_weights(tmp_path):
-    ref = Trainer(tiny_config(tmp_path / "ref", steps=1, questions_per_step=4, lr=LR))
+    ref = Trainer(tiny_config(tmp_path / "ref", steps=1, questions_per_step=4, optim={"lr": LR}))
     try:
         initial = weights(ref.model)
         trajectories = ref.rollout_share([0, 1, 2, 3], 0)
@@ -196,8 +196,8 @@ def test_two_sharded_processes_update_like_one_and_export_whole_weights(tmp_path
 def _update_worker(folder: Path) -> None:
     """One rank of the update test: half of the fixed batch, one sharded update, the whole weights out."""
     # With activation checkpointing (the single-process reference runs without it): the same gradient.
-    trainer = Trainer(tiny_config(folder / "run", steps=1, questions_per_step=4, lr=LR, distributed=True, sharding="fsdp2",
-                                  gradient_checkpointing=True))
+    trainer = Trainer(tiny_config(folder / "run", steps=1, questions_per_step=4, distributed=True, sharding="fsdp2",
+                                  optim={"lr": LR, "gradient_checkpointing": True}))
     try:
         assert trainer.world == 2 and trainer.sharded is not None
         batch = torch.load(folder / "batch.pt", weights_only=True)

@@ -36,7 +36,7 @@ from agents.policies.hf import HFPolicy, HFPolicyConfig
 from agents.rollout import RolloutEngine
 from agents.learners import GRPOConfig
 from agents.train import TrainConfig
-from agents.train.config import OptimConfig, RolloutConfig, training_rollout
+from agents.train.config import EnvConfig, OptimConfig, RolloutConfig, training_rollout
 from agents.train.trainer import Trainer
 from searchgym.errors import BackendError, ConfigError
 from tests.agents.fake_sglang import FakeSGLang
@@ -45,14 +45,20 @@ SERVER_SEED = 5  # the fakes' starting weights; the trainer's tiny model is seed
 
 
 BASE = {
-    "model": "tiny", "num_entities": 300, "num_questions": 20, "hops": (1,), "steps": 2, "questions_per_step": 2, "group_size": 2,
-    "max_turn_tokens": 12, "max_response_tokens": 64, "max_turns": 2, "micro_batch": 4, "lr": 1e-2, "cold_start_steps": 1,
-    "cold_start_batch": 4, "cold_start_lr": 1e-2, "learner": GRPOConfig(kl_coef=0.5), "rollout_backend": "sglang", "sglang_timeout_s": 30.0,
+    "model": "tiny", "steps": 2, "questions_per_step": 2, "learner": GRPOConfig(kl_coef=0.5),
+    "env": {"num_entities": 300, "num_questions": 20, "hops": (1,), "max_turns": 2},
+    "rollout": {"group_size": 2, "max_turn_tokens": 12, "max_response_tokens": 64, "backend": "sglang", "sglang_timeout_s": 30.0},
+    "optim": {"micro_batch": 4, "lr": 1e-2, "cold_start_steps": 1, "cold_start_batch": 4, "cold_start_lr": 1e-2},
 }
+SECTIONS = ("env", "rollout", "optim")
 
 
-def sglang_config(tmp_path, urls, **overrides) -> TrainConfig:
-    return TrainConfig.from_flat(**{**BASE, "out_dir": str(tmp_path / "run"), "sglang_urls": tuple(urls), **overrides})
+def sglang_config(tmp_path, urls, *, rollout: dict | None = None, optim: dict | None = None, **top) -> TrainConfig:
+    """`BASE` rolled out by the servers at `urls`; `rollout` and `optim` change those sections."""
+    return TrainConfig(**{**{k: v for k, v in BASE.items() if k not in SECTIONS}, "out_dir": str(tmp_path / "run"), **top},
+                       env=EnvConfig(**BASE["env"]),
+                       rollout=RolloutConfig(**{**BASE["rollout"], "sglang_urls": tuple(urls), **(rollout or {})}),
+                       optim=OptimConfig(**{**BASE["optim"], **(optim or {})}))
 
 
 def fake_server() -> FakeSGLang:
@@ -171,7 +177,7 @@ def test_a_resumed_run_pushes_its_restored_weights(tmp_path, fakes):
 
 def test_what_must_match_an_in_process_run(tmp_path, fakes):
     fake = fakes[0]
-    local = Trainer(sglang_config(tmp_path / "hf", [], rollout_backend="hf", sglang_urls=(), steps=1))
+    local = Trainer(sglang_config(tmp_path / "hf", [], rollout={"backend": "hf"}, steps=1))
     served = Trainer(sglang_config(tmp_path / "sg", [fake.url], steps=1))
     try:
         # Greedy rollouts from equal weights are token-identical, wherever they are sampled.
@@ -247,8 +253,6 @@ def test_config_rejects_bad_backend_combinations():
 
 @pytest.mark.parametrize("flags", [
     ["--rollout.backend", "sglang", "--rollout.sglang-urls", "http://127.0.0.1:30000", "http://127.0.0.1:30001", "--rollout.weight-sync", "tensors"],
-    # the previous layout's flat flags, aliases for one version
-    ["--rollout-backend", "sglang", "--sglang-urls", "http://127.0.0.1:30000", "http://127.0.0.1:30001", "--weight-sync", "tensors"],
 ])
 def test_the_cli_builds_the_backend_options(flags):
     from agents.cli import build_parser
@@ -310,7 +314,7 @@ def test_an_unreachable_server_is_a_typed_error_in_bounded_time(tmp_path):
 
 def test_a_failing_server_mid_run_is_a_typed_error(tmp_path, fakes):
     fake = fakes[0]
-    trainer = Trainer(sglang_config(tmp_path, [fake.url], cold_start_steps=0))
+    trainer = Trainer(sglang_config(tmp_path, [fake.url], optim={"cold_start_steps": 0}))
     try:
         fake.fail_next = [500] * 50
         start = time.monotonic()
@@ -344,14 +348,14 @@ def test_tensor_sync_needs_sglang_in_process(tmp_path, fakes):
     if importlib.util.find_spec("sglang") is not None:
         pytest.skip("sglang is importable here; the tensor path is exercised against a real server instead")
     with pytest.raises(ConfigError, match="weight_sync='tensors' needs the sglang package"):
-        Trainer(sglang_config(tmp_path, [fakes[0].url], weight_sync="tensors"))
+        Trainer(sglang_config(tmp_path, [fakes[0].url], rollout={"weight_sync": "tensors"}))
 
 
 def test_no_cuda_device_is_a_config_error(tmp_path):
     if torch.cuda.is_available():
         pytest.skip("a CUDA device is present")
     with pytest.raises(ConfigError, match="no CUDA device"):
-        Trainer(sglang_config(tmp_path, [], rollout_backend="hf", sglang_urls=(), device="cuda"))
+        Trainer(sglang_config(tmp_path, [], rollout={"backend": "hf"}, device="cuda"))
 
 
 # -- a real SGLang server (CPU build) -------------------------------------------------------------------
@@ -405,7 +409,7 @@ def tiny_with(state: dict[str, torch.Tensor]) -> torch.nn.Module:
 @pytest.mark.server
 @pytest.mark.slow
 def test_one_step_against_a_real_sglang_server_disk_sync(tmp_path, real_server):
-    trainer = Trainer(sglang_config(tmp_path, [real_server.url], steps=1, sglang_timeout_s=120.0))
+    trainer = Trainer(sglang_config(tmp_path, [real_server.url], steps=1, rollout={"sglang_timeout_s": 120.0}))
     try:
         trainer.cold_start()
         before = weights(trainer.model)
@@ -427,9 +431,12 @@ import json, sys, torch
 torch.set_num_threads(1)
 from agents.learners import GRPOConfig
 from agents.train import TrainConfig
+from agents.train.config import EnvConfig, OptimConfig, RolloutConfig
 from agents.train.trainer import Trainer
 config = json.loads(sys.argv[1])
-trainer = Trainer(TrainConfig.from_flat(**{**config, "learner": GRPOConfig(**config["learner"])}))
+top = {k: v for k, v in config.items() if k not in ("learner", "env", "rollout", "optim")}
+trainer = Trainer(TrainConfig(**top, learner=GRPOConfig(**config["learner"]), env=EnvConfig(**config["env"]),
+                              rollout=RolloutConfig(**config["rollout"]), optim=OptimConfig(**config["optim"])))
 trainer.cold_start()
 metrics = trainer.train_step()
 version = trainer.rollout_policy.members[0].model_info()["weight_version"]
@@ -451,8 +458,9 @@ def test_one_step_against_a_real_sglang_server_tensor_sync(tmp_path, real_server
     probe = subprocess.run([str(VENV / "bin" / "python"), "-c", "import agents.train.trainer"], env=env, capture_output=True, check=False, timeout=120)
     if probe.returncode != 0:
         pytest.skip(f"the server venv cannot import the trainer: {probe.stderr.decode()[-300:]}")
-    config = {**BASE, "learner": {"kl_coef": BASE["learner"].kl_coef}, "out_dir": str(tmp_path / "run"), "sglang_urls": [real_server.url], "steps": 1, "weight_sync": "tensors", "sglang_timeout_s": 120.0,
-              "env_options": {"retriever": "rank_bm25"}}  # the server venv has no numba for bm25s
+    config = {**BASE, "learner": {"kl_coef": BASE["learner"].kl_coef}, "out_dir": str(tmp_path / "run"), "steps": 1,
+              "env": {**BASE["env"], "options": {"retriever": "rank_bm25"}},  # the server venv has no numba for bm25s
+              "rollout": {**BASE["rollout"], "sglang_urls": [real_server.url], "weight_sync": "tensors", "sglang_timeout_s": 120.0}}
     # Output to a file, not a pipe: the torch_shm_manager daemon that CPU tensor sharing starts inherits the
     # child's streams and lives as long as the server holds the shared segments.
     log = tmp_path / "child.log"
