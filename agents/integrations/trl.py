@@ -46,7 +46,7 @@ import gymnasium as gym
 
 from agents.policies.base import Policy
 from agents.rollout import RolloutConfig, RolloutEngine, Trajectory, rollout_metrics
-from searchgym.errors import ConfigError
+from searchgym.errors import BatchError, ConfigError
 from searchgym.rewards import format_valid, resolve_answer_reward
 from searchgym.rewards.answer import AnswerReward
 
@@ -170,7 +170,7 @@ class SearchQARollout:
                 self._index_question(self._indexed)
                 self._indexed += 1
         if text not in self._question_by_prompt:
-            raise ConfigError(
+            raise BatchError(
                 f"prompt {text[-120:]!r} is not the reset prompt of any question of the env; build the dataset with "
                 "SearchQARollout.dataset() from an env made like make_env's"
             )
@@ -195,7 +195,7 @@ class SearchQARollout:
         for key, qid, t in zip(keys, question_ids, trajectories):
             # Chat templates may trim the message, hence strip().
             if t.question_id != qid or key.strip() not in t.segments[0].text:
-                raise ConfigError(f"the env reset to question {t.question_id!r} for a prompt of {qid!r}; make_env must build identical envs")
+                raise BatchError(f"the env reset to question {t.question_id!r} for a prompt of {qid!r}; make_env must build identical envs")
             p = t.prompt_length
             completion, mask, logprobs = t.token_ids[p:], t.loss_mask[p:], t.logprobs[p:]
             if t.finish_reason != "over_long" and eos is not None and (not completion or completion[-1] != eos):
@@ -280,7 +280,7 @@ def _prompt_text(prompt: Any) -> str:
         for message in reversed(prompt):
             if isinstance(message, dict) and message.get("role") == "user" and isinstance(message.get("content"), str):
                 return message["content"]
-    raise ConfigError(f"a prompt must be a string or a list of chat messages with a text user message, got {prompt!r:.200}")
+    raise BatchError(f"a prompt must be a string or a list of chat messages with a text user message, got {prompt!r:.200}")
 
 
 def _num_generations(trainer: Any) -> int:
@@ -307,7 +307,7 @@ def _episodes(trajectories: Sequence[Trajectory] | None, question_ids: Sequence[
     if question_ids is not None:
         for t, qid in zip(episodes, question_ids):
             if t.question_id != str(qid):
-                raise ConfigError(f"episode of question {t.question_id!r} arrived for dataset row {qid!r}: the rollout and the dataset are out of step")
+                raise BatchError(f"episode of question {t.question_id!r} arrived for dataset row {qid!r}: the rollout and the dataset are out of step")
     return episodes
 
 

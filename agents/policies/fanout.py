@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agents.policies.base import Completion, Policy, SamplingParams, check_budgets
-from searchgym.errors import ConfigError
+from searchgym.errors import BatchError, ConfigError
 
 if TYPE_CHECKING:
     import torch
@@ -72,7 +72,7 @@ class FanOutPolicy:
         results: list[list[Completion]] = [[] for _ in prompts]
         for m, rows in shares.items():
             if len(answers[m]) != len(rows):
-                raise ConfigError(f"member {m} returned {len(answers[m])} completion groups for {len(rows)} prompts")
+                raise BatchError(f"member {m} returned {len(answers[m])} completion groups for {len(rows)} prompts")
             for i, group in zip(rows, answers[m]):
                 results[i] = group
         return results

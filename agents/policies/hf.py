@@ -21,7 +21,7 @@ import torch
 from agents.models import DTypeName, ensure_pad_token, load_model_and_tokenizer
 from agents.policies.base import Completion, SamplingParams, check_budgets, find_stop, resolve_stop_ids
 from agents.policies.kv import KeptRow, KeptRows, growing_cache, plain_cache, weights_fingerprint
-from searchgym.errors import ConfigError
+from searchgym.errors import BatchError, ConfigError, DataError
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -261,7 +261,7 @@ class HFPolicy:
 
         files = sorted(Path(path).glob("*.safetensors"))
         if not files:
-            raise ConfigError(f"no *.safetensors files in {path}; save the model with save_pretrained(safe_serialization=True)")
+            raise DataError("no *.safetensors files; save the model with save_pretrained(safe_serialization=True)", path=path)
         state: dict[str, torch.Tensor] = {}
         for f in files:
             state.update(load_file(str(f)))
@@ -275,9 +275,9 @@ class HFPolicy:
         seen: set[str] = set()
         for name, tensor in named_tensors:
             if name not in params:
-                raise ConfigError(f"weight {name!r} is not in the model; names must match its state_dict")
+                raise BatchError(f"weight {name!r} is not in the model; names must match its state_dict")
             if tuple(params[name].shape) != tuple(tensor.shape):
-                raise ConfigError(f"weight {name!r} has shape {tuple(tensor.shape)}, the model expects {tuple(params[name].shape)}")
+                raise BatchError(f"weight {name!r} has shape {tuple(tensor.shape)}, the model expects {tuple(params[name].shape)}")
             params[name].copy_(tensor.to(device=params[name].device, dtype=params[name].dtype))
             seen.add(name)
         if not seen:

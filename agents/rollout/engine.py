@@ -25,7 +25,7 @@ from agents.policies.base import Completion, Policy, SamplingParams
 from agents.rollout.config import RolloutConfig
 from agents.rollout.trajectory import EpisodeEnd, Segment, Trajectory
 from searchgym.backends.gather import step_side_by_side
-from searchgym.errors import ConfigError
+from searchgym.errors import BatchError, ConfigError
 from searchgym.info import ResetInfo, StepInfo
 
 logger = logging.getLogger(__name__)
@@ -194,7 +194,7 @@ class RolloutEngine:
                     # The other samples of the group must see the same question: ask for it by id.
                     same, info_s = env.reset(seed=spec.get("seed"), options={"question_id": info["question_id"]})
                     if same != obs:
-                        raise ConfigError(f"env {g * g_size + s} did not reproduce question {info['question_id']!r}; make_env must build identical envs")
+                        raise BatchError(f"env {g * g_size + s} did not reproduce question {info['question_id']!r}; make_env must build identical envs")
                     info = info_s
                 episodes.append(_Episode(env, g, s, prompt_text, prompt_ids, dict(info)))
         self.timing.env_s += time.perf_counter() - start
@@ -234,7 +234,7 @@ class RolloutEngine:
         self.timing.generate_s += time.perf_counter() - start
         flat = [c for group in outs for c in group]
         if len(flat) != len(running) or any(len(group) != n for group in outs):
-            raise ConfigError(f"the policy returned {len(flat)} completions for {len(running)} episodes")
+            raise BatchError(f"the policy returned {len(flat)} completions for {len(running)} episodes")
         logger.debug("turn call %d: %d episodes, %d tokens sampled", self._calls, len(running), sum(len(c.token_ids) for c in flat))
         return flat
 

@@ -11,6 +11,7 @@ import numpy as np
 
 from agents.rollout import RolloutConfig, RolloutEngine
 from agents.train.metrics import episode_summaries
+from searchgym.errors import ConfigError
 
 
 @dataclass
@@ -50,7 +51,7 @@ def evaluate_policy(policy, make_env: Callable[[], gym.Env], engine_config: Roll
     """One greedy rollout of each of the env's first `count` questions; with `samples` = k >= 2 also k
     rollouts per question at `temperature` (seeded by `seed`), whose mean EM and F1 are Avg@k."""
     if samples == 1 or samples < 0:
-        raise ValueError(f"samples must be 0 (greedy only) or >= 2 (Avg@k), got {samples}")
+        raise ConfigError(f"samples must be 0 (greedy only) or >= 2 (Avg@k), got {samples}")
     n = min(count, len(make_env().unwrapped.records))
     greedy = _rollouts(policy, make_env, engine_config, n, 1, 0.0, None)
     sampled = _rollouts(policy, make_env, engine_config, n, samples, temperature, seed) if samples >= 2 else []

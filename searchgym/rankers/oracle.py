@@ -19,7 +19,7 @@ from typing import Any
 
 from searchgym.corpus import Document
 from searchgym.data.records import QARecord
-from searchgym.errors import ConfigError
+from searchgym.errors import BatchError, ConfigError
 from searchgym.rankers.base import RankResult
 from searchgym.retrieval.base import Hit
 from searchgym.rewards import cover_exact_match
@@ -38,8 +38,8 @@ class OracleRanker:
     """Shows the answer-bearing candidates first, then the others, each in retriever order.
 
     `answers`: each question's gold answers, keyed by the question text (what `Ranker.rank` receives).
-    A question asked with no known answers is a configuration error (the ranker was built for other
-    records), raised as `ConfigError` rather than silently falling back to retriever order.
+    A question asked with no known answers (the ranker was built for other records) is a `BatchError`
+    rather than a silent fall back to retriever order.
 
     >>> from searchgym.data.records import QARecord
     >>> ranker = OracleRanker.from_records([QARecord(id="q", question="Capital of France?", answers=("Paris",))])
@@ -65,7 +65,7 @@ class OracleRanker:
     def rank(self, question: str, query: str, candidates: Sequence[Hit], k: int) -> RankResult:
         golds = self.answers.get(question)
         if golds is None:
-            raise ConfigError(f"OracleRanker has no gold answers for question {question!r}: build it from the records "
+            raise BatchError(f"OracleRanker has no gold answers for question {question!r}: build it from the records "
                               "the env asks (OracleRanker.from_records(records), or the env option ranker='oracle')")
         bearing = answer_bearing((h.doc for h in candidates), golds)
         first = set(bearing)

@@ -23,7 +23,7 @@ from typing import Any, Literal
 import numpy as np
 
 from searchgym.corpus import Document
-from searchgym.errors import ConfigError
+from searchgym.errors import ConfigError, IndexMismatchError
 from searchgym.retrieval.base import Hit
 from searchgym.retrieval.bm25 import default_cache_dir
 from searchgym.retrieval.encoders import EncoderConfig, TextEncoder
@@ -110,7 +110,7 @@ class DenseRetriever:
         self, docs: Sequence[Document], index, encoder: TextEncoder, config: DenseIndexConfig, corpus_hash: str
     ) -> None:
         if index.ntotal != len(docs):
-            raise ConfigError(f"the index holds {index.ntotal} vectors but the corpus has {len(docs)} documents")
+            raise IndexMismatchError(f"the index holds {index.ntotal} vectors but the corpus has {len(docs)} documents")
         self.corpus, self.index, self.encoder, self.index_config = docs, index, encoder, config
         self.corpus_hash = corpus_hash
 

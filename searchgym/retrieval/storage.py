@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from searchgym.corpus import Document
-from searchgym.errors import ConfigError, DataNotFoundError
+from searchgym.errors import BatchError, ConfigError, DataNotFoundError
 
 
 class Staging:
@@ -81,7 +81,7 @@ class NpyRowWriter:
 
     def write(self, rows: np.ndarray) -> None:
         if rows.ndim != 2 or rows.shape[1] != self.dim:
-            raise ConfigError(f"expected embeddings of shape (n, {self.dim}), got {rows.shape}")
+            raise BatchError(f"expected embeddings of shape (n, {self.dim}), got {rows.shape}")
         self._f.write(np.ascontiguousarray(rows, dtype="<f4").tobytes())
         self.rows += len(rows)
 

@@ -10,7 +10,7 @@ from typing import Any, Literal
 import gymnasium as gym
 import numpy as np
 
-from searchgym.errors import ConfigError
+from searchgym.errors import ConfigError, EpisodeStateError
 from searchgym.wrappers.candidates import Candidate, CandidateSet, build_candidates, normalize
 from searchgym.wrappers.episode import EpisodeTracker
 
@@ -192,7 +192,7 @@ class DiscreteCandidateActions(gym.Wrapper, gym.utils.RecordConstructorArgs):
         if not 0 <= int(action) < self.config.size:
             raise ConfigError(f"the action must be an integer slot in [0, {self.config.size}), got {int(action)}")
         if not self._slots:
-            raise ConfigError("step() before reset(): call reset() first")
+            raise EpisodeStateError("step() before reset(): call reset() first")
         return int(action)
 
     def _refresh(self) -> None:

@@ -10,7 +10,7 @@ import torch
 from agents.models import TinyModelConfig, build_tiny_model, save_model
 from agents.policies import Policy, SamplingParams
 from agents.policies.hf import HFPolicy, HFPolicyConfig, sample_tokens
-from searchgym.errors import ConfigError
+from searchgym.errors import BatchError, ConfigError, DataError
 
 TOL = 1e-4
 
@@ -126,12 +126,12 @@ def test_weight_updates_change_logprobs_as_the_new_weights_predict(tiny, tmp_pat
 
 
 def test_weight_update_errors(tiny_policy, tmp_path):
-    with pytest.raises(ConfigError, match="not in the model"):
+    with pytest.raises(BatchError, match="not in the model"):
         tiny_policy.update_weights([("no.such.weight", torch.zeros(1))])
     name, tensor = next(iter(tiny_policy.model.state_dict().items()))
-    with pytest.raises(ConfigError, match="shape"):
+    with pytest.raises(BatchError, match="shape"):
         tiny_policy.update_weights([(name, torch.zeros(tensor.numel() + 1))])
-    with pytest.raises(ConfigError, match="safetensors"):
+    with pytest.raises(DataError, match="safetensors"):
         tiny_policy.load_weights(tmp_path)
 
 

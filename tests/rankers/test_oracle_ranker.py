@@ -5,7 +5,7 @@ import pytest
 from searchgym.corpus import Document
 from searchgym.data.records import QARecord
 from searchgym.envs import SearchQAEnv
-from searchgym.errors import ConfigError
+from searchgym.errors import BatchError, ConfigError
 from searchgym.rankers import OracleRanker, Ranker, answer_bearing, resolve_ranker
 from searchgym.retrieval import Hit
 
@@ -47,7 +47,7 @@ def test_records_sharing_a_question_pool_their_answers():
 
 
 def test_unknown_question_and_missing_answers_are_config_errors():
-    with pytest.raises(ConfigError, match="no gold answers for question 'Who\\?'"):
+    with pytest.raises(BatchError, match="no gold answers for question 'Who\\?'"):
         OracleRanker({QUESTION: ["Tiber"]}).rank("Who?", "q", POOL, 1)
     with pytest.raises(ConfigError, match="needs gold answers"):
         OracleRanker({QUESTION: []})

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from searchgym.envs import SearchQAEnv
-from searchgym.errors import ConfigError
+from searchgym.errors import ConfigError, EpisodeStateError
 from searchgym.wrappers import DiscreteActionConfig, DiscreteCandidateActions
 
 QUESTION = "Which river flows through the capital of Italy?"
@@ -98,7 +98,7 @@ def test_tool_call_grammar(make_env):
 
 def test_bad_actions_and_configs_raise_typed_errors(make_env):
     env = DiscreteCandidateActions(make_env())
-    with pytest.raises(ConfigError, match="reset"):
+    with pytest.raises(EpisodeStateError, match="reset"):
         env.step(0)
     env.reset(seed=0)
     for bad in (-1, env.config.size, 1.5, "1", True):

@@ -28,7 +28,7 @@ from agents.models import TinyModelConfig, build_tiny_model
 from agents.policies.base import Completion, check_budgets
 from agents.policies.hf import HFPolicy, HFPolicyConfig
 from agents.rollout import Segment, Trajectory
-from searchgym.errors import ConfigError
+from searchgym.errors import BatchError, ConfigError
 
 ENV_KWARGS = {"num_entities": 300, "num_questions": 20, "hops": (1,), "max_turns": 3, "top_k": 1, "retriever": "rank_bm25", "cache_dir": False}
 
@@ -168,7 +168,7 @@ def test_reward_functions_score_literal_episodes():
 def test_reward_functions_reject_missing_or_misaligned_episodes():
     with pytest.raises(ConfigError, match="SearchQARollout"):
         env_reward(["text"])
-    with pytest.raises(ConfigError, match="out of step"):
+    with pytest.raises(BatchError, match="out of step"):
         format_reward([None] * 2, searchgym_trajectory=[ANSWERED, PARTIAL], question_id=["a", "c"])
     with pytest.raises(ConfigError, match="unknown answer reward"):
         answer_reward("bleu")
@@ -210,7 +210,7 @@ def test_rollout_output_contract(tmp_path):
     assert "<information>" in oracle.segments[2].text and oracle.step_infos[0]["action"] == "search"
 
     # A prompt that is not one of the env's questions is named, not guessed.
-    with pytest.raises(ConfigError, match="not the reset prompt"):
+    with pytest.raises(BatchError, match="not the reset prompt"):
         rollout([[{"role": "user", "content": "What is the capital of France?"}]], trainer)
     # The sampler cannot honour these TRL settings.
     trainer.min_p = 0.1
