@@ -13,6 +13,10 @@ Version history:
   says why a turn carries no judge labels. Envs label by default (`judge="auto"`: `GoldJudge` wherever
   the record has gold supporting documents or titles).
 
+An env emits an earlier schema's keys exactly when made with `info_schema=` that schema (`SCHEMA_VERSIONS`):
+`info_schema=2` drops `subem` and `labels_reason`, `info_schema=1` also puts `titles` back in `candidates`
+(`as_reset_schema`, `as_step_schema`, `candidates_v1`). Values are today's; only the keys are the old ones.
+
 Judge labels (`TurnLabels`)
 ---------------------------
 Search turns get u (retrieval utility), v (reasoning correctness) and p = u * v (CW-GRPO's contribution),
@@ -59,11 +63,17 @@ Step info (`StepInfo`), returned by every `step`:
 
 from __future__ import annotations
 
-from typing import Literal, TypedDict
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Literal, TypedDict
 
 from searchgym.protocol.base import ActionKind
 
+if TYPE_CHECKING:
+    from searchgym.retrieval.base import Hit
+
 SCHEMA_VERSION = 3
+SCHEMA_VERSIONS: tuple[int, ...] = (1, 2, 3)
+"""The schemas an env can emit (its `info_schema` argument): this one, and each earlier one key for key."""
 
 
 class ShownDoc(TypedDict):
@@ -219,3 +229,27 @@ class ResetInfo(TypedDict):
     max_turns: int
     labels_reason: str | None
     """Why this episode's turns will carry no judge labels; None when they will."""
+
+
+def as_reset_schema(info: ResetInfo, version: int) -> None:
+    """Turn `info`, a reset info of this schema, into schema `version`'s keys in place."""
+    info["schema_version"] = version
+    if version < 3:
+        del info["labels_reason"]  # type: ignore[misc]
+
+
+def as_step_schema(info: StepInfo, version: int) -> None:
+    """Turn `info`, a step info of this schema, into schema `version`'s keys in place (schema 1's candidate
+    titles come from `candidates_v1` when the search is made)."""
+    info["schema_version"] = version
+    if version < 3:
+        del info["labels_reason"]  # type: ignore[misc]
+        info["reward"].pop("subem", None)
+        episode = info.get("episode")
+        if episode is not None:
+            del episode["subem"]  # type: ignore[misc]
+
+
+def candidates_v1(pool: Sequence[Hit]) -> dict[str, list]:
+    """A search's `candidates` in schema 1: `ids`, `titles` and `scores`, in retriever order."""
+    return {"ids": [h.doc.id for h in pool], "titles": [h.doc.title for h in pool], "scores": [h.score for h in pool]}

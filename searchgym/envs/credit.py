@@ -1,4 +1,5 @@
-"""Per-episode credit signals for `SearchQAEnv`: judge labels and gold-entity matches.
+"""Per-episode credit signals for `SearchQAEnv`: judge labels and gold-entity matches, and which judge
+labels an episode (`judge="auto"`).
 
 `EpisodeCredit` is created at `reset` and fed every turn. It never raises because of a judge: whatever a
 judge does (raise, return the wrong number of verdicts, return something that is not a `Verdict`), the
@@ -13,10 +14,41 @@ from collections.abc import Sequence
 from searchgym.corpus import Document
 from searchgym.data.records import QARecord
 from searchgym.entities import EntityMatcher
-from searchgym.info import EntityMatches, TurnLabels
+from searchgym.info import EntityMatches, EpisodeSummary, StepInfo, TurnLabels
 from searchgym.judges.base import Judge, JudgeRequest, SearchRound, Verdict, empty_turn_labels, to_turn_labels
+from searchgym.rewards import actions_valid
 
 logger = logging.getLogger(__name__)
+
+
+HOW_TO_JUDGE = ("to label rounds pass judge=LLMJudge(backend) (searchgym.judges; any ChatBackend, e.g. "
+                "searchgym.backends.openai.OpenAIChatBackend) or judge='gold' (labels by answer-bearing documents)")
+
+
+def has_gold_evidence(record: QARecord) -> bool:
+    """Whether `record` carries what `GoldJudge` needs for labels worth having: gold supporting documents or
+    titles (answer-bearing documents alone make a weak judge, so `judge="auto"` leaves such questions out)."""
+    return bool(record.gold_docs or record.gold_titles)
+
+
+def auto_judge(records: Sequence[QARecord]) -> Judge | None:
+    """The env's `judge="auto"`: a `GoldJudge` when any question has gold evidence, else None."""
+    if not any(has_gold_evidence(r) for r in records):
+        return None
+    from searchgym.judges.gold import GoldJudge
+
+    return GoldJudge()
+
+
+def episode_judge(record: QARecord, judge: Judge | None, *, auto: bool) -> tuple[Judge | None, str | None]:
+    """The judge of an episode on `record` (the env's `judge`, chosen by `"auto"` when `auto`), or None and
+    why there are no labels."""
+    if auto and not has_gold_evidence(record):
+        return None, (f"question {record.id!r} has no gold supporting documents or titles, which the default judge "
+                      f"(judge='auto': GoldJudge) needs; {HOW_TO_JUDGE}")
+    if judge is None:
+        return None, f"the env was made with judge=None; {HOW_TO_JUDGE}"
+    return judge, None
 
 
 def _checked(verdict: object) -> Verdict:
@@ -122,3 +154,27 @@ class EpisodeCredit:
         for lab in final:
             failures += lab is not None and lab["failed"]
         return final, failures
+
+    def summary(self, infos: Sequence[StepInfo], turn_actions: Sequence[str | None], *, answered: bool) -> EpisodeSummary:
+        """The episode's summary (`info["episode"]`) from its step infos and each turn's `turn_action`, with
+        every turn's final labels (`finish`)."""
+        turn_labels, judge_failures = self.finish()
+        last = infos[-1]["reward"]
+        searches = invalid = 0
+        for i in infos:
+            searches += i["action"] == "search"
+            invalid += i["invalid_action"]
+        return {
+            "outcome": "answered" if answered else "out_of_turns",
+            "turns": len(infos),
+            "searches": searches,
+            "invalid_actions": invalid,
+            "em": last.get("em", 0.0),
+            "f1": last.get("f1", 0.0),
+            "cover_em": last.get("cover_em", 0.0),
+            "subem": last.get("subem", 0.0),
+            "format_valid": answered and actions_valid(turn_actions),
+            "turn_labels": turn_labels,
+            "judge_failures": judge_failures,
+            "entity_rate": self.entity_rate,
+        }

@@ -12,26 +12,19 @@ import numpy as np
 
 from searchgym.corpus import Corpus, Document
 from searchgym.data.records import QARecord
-from searchgym.envs.credit import EpisodeCredit
+from searchgym.envs.credit import EpisodeCredit, auto_judge, episode_judge
 from searchgym.envs.rendering import require_pillow, text_to_rgb
 from searchgym.envs.spaces import UnicodeText
 from searchgym.errors import ConfigError, EpisodeStateError
-from searchgym.info import SCHEMA_VERSION, EpisodeSummary, ResetInfo, RewardParts, ShownDoc, StepInfo
+from searchgym.info import (SCHEMA_VERSION, SCHEMA_VERSIONS, ResetInfo, RewardParts, ShownDoc, StepInfo, as_reset_schema,
+                            as_step_schema, candidates_v1)
 from searchgym.judges.base import Judge, resolve_judge
 from searchgym.protocol import Action, ActionProtocol, resolve_protocol
 from searchgym.protocol.tags import DocFormat
 from searchgym.rankers import Ranker, resolve_ranker
 from searchgym.retrieval import Hit, Retriever, resolve_retriever
-from searchgym.rewards import (
-    actions_valid,
-    answer_scores,
-    cover_exact_match,
-    exact_match,
-    f1_score,
-    resolve_answer_reward,
-    substring_exact_match,
-    turn_action,
-)
+from searchgym.rewards import (answer_scores, cover_exact_match, exact_match, f1_score, resolve_answer_reward,
+                               substring_exact_match, turn_action)
 from searchgym.rewards.answer import AnswerReward
 
 logger = logging.getLogger(__name__)
@@ -41,24 +34,6 @@ JudgeMode = Literal["sync", "deferred"]
 """How a gold entity matches the thinking text (the `entity_match` argument)."""
 
 MAX_TEXT = 1_000_000
-
-HOW_TO_JUDGE = ("to label rounds pass judge=LLMJudge(backend) (searchgym.judges; any ChatBackend, e.g. "
-                "searchgym.backends.openai.OpenAIChatBackend) or judge='gold' (labels by answer-bearing documents)")
-
-
-def has_gold_evidence(record: QARecord) -> bool:
-    """Whether `record` carries what `GoldJudge` needs for labels worth having: gold supporting documents or
-    titles (answer-bearing documents alone make a weak judge, so `judge="auto"` leaves such questions out)."""
-    return bool(record.gold_docs or record.gold_titles)
-
-
-def _auto_judge(records: Sequence[QARecord]) -> Judge | None:
-    """`judge="auto"`: a `GoldJudge` when any question has gold evidence, else None."""
-    if not any(has_gold_evidence(r) for r in records):
-        return None
-    from searchgym.judges.gold import GoldJudge
-
-    return GoldJudge()
 
 
 class SearchQAEnv(gym.Env[str, str]):
@@ -80,7 +55,8 @@ class SearchQAEnv(gym.Env[str, str]):
     `UnicodeText`: `reset` returns the instruction prompt with the question; a search step returns
     `\n\n<information>Doc 1(Title: "t") text\nDoc 2(...) ...</information>\n\n`, byte for byte what
     Search-R1's `_passages2string` writes for the same documents (`doc_format="search-r1"`, the default
-    with Search-R1's template; `"plain"` writes the title without quotes); an invalid action returns an
+    with Search-R1's template; `"plain"` writes the title without quotes); a search that matches nothing
+    returns `<information>` holding a hint to search again with other words; an invalid action returns an
     explanation of what is expected. The gold answer never appears in an observation.
 
     ## Rewards
@@ -133,13 +109,42 @@ class SearchQAEnv(gym.Env[str, str]):
       string, E-GRPO's rule, which its learner asks for).
     - `render_mode`: None, `"ansi"` (the transcript as text) or `"rgb_array"` (the same text drawn as an
       image, needs Pillow; stable-baselines3's `make_vec_env` asks for it).
+    - `no_match_hint`: the tag grammar answers a search that matches nothing with a hint (True) or, as
+      before 2026-12-04, with an empty `<information></information>` (False).
+    - `info_schema`: the step-info schema emitted (`searchgym.info.SCHEMA_VERSIONS`; the current one by
+      default): an earlier number emits that schema's keys exactly (see Version History).
 
     ## Version History
-    - v0: initial version. Later, without a new version number: with the default template (Search-R1's),
-      search results are written as Search-R1 writes them, `Doc 1(Title: "Paris") ...` with the title's
-      quotes, where they were `Doc 1(Title: Paris) ...`; pass `doc_format="plain"` for the earlier text.
-      The step info gained `subem` (schema 3). Rewards, episodes and every other observation are
-      unchanged.
+    Every id stays `-v0`. What changed under it, by date; where the earlier behaviour matters for comparing
+    results, the argument named brings it back.
+    - v0 (2026-12-02): initial version; step-info schema 1.
+    - 2026-12-02: a retriever failure raises out of `step` before the episode changes (the turn's text was
+      already in the transcript), so the same step can be retried. Tool-call grammar: a tool call holding an
+      integer of over 4300 digits is an invalid action (`bad_tool_call`) instead of an exception. The
+      synthetic world's oracle trajectories (`world.oracle_trajectory`) state the found fact once in the
+      last think. `LLMJudge` (a judge you pass) writes untrusted text on one line without fences or tags
+      and refuses a verdict copied from the trace; on 2026-12-04 it came to require exactly one JSON object
+      with 0/1 labels. Its labels may differ from before; these close ways to forge a verdict, so nothing
+      brings them back.
+    - 2026-12-03: step-info schema 2: `info["candidates"]` holds `ids` and `scores`, no longer `titles`.
+      `info_schema=1` emits schema 1.
+    - 2026-12-04: step-info schema 3: `subem` in `info["reward"]` (answering step) and `info["episode"]`
+      (and `answer_reward="subem"`); `labels_reason` in the reset and step info. `info_schema=2` emits
+      schema 2.
+    - 2026-12-04: with the default template, search results are written as Search-R1 writes them:
+      `Doc 1(Title: "Paris") ...`, the corpus's title line with its quotes, where it was
+      `Doc 1(Title: Paris) ...`. `doc_format="plain"` writes the earlier text.
+    - 2026-12-04: a search that matches nothing returns a hint inside `<information>` (tag grammar), where
+      it returned `\n\n<information></information>\n\n`. `no_match_hint=False` returns the earlier text.
+    - 2026-12-04: labels by default: `judge="auto"` (`GoldJudge` for questions with gold supporting
+      documents or titles) where the default was `judge=None`. `judge=None` gives the earlier unlabelled
+      info.
+    - 2026-12-04: a benchmark id refuses another benchmark's question file (`ConfigError`; `format=` or
+      `SearchQA-Custom-v0` loads it); an empty corpus file is a `DataError` (it was replaced by the
+      question file's paragraphs); a JSON list of `{title, text}` objects reads as a corpus.
+    - 2026-12-04, new options that change nothing unless used: `entity_match` (`"exact"`: E-GRPO's rule),
+      `render_mode="rgb_array"`, `ranker="oracle"`.
+    Rewards, episodes and every observation and info key not listed are unchanged.
 
     ## Example
     >>> import gymnasium as gym, searchgym
@@ -173,6 +178,8 @@ class SearchQAEnv(gym.Env[str, str]):
         judge_mode: JudgeMode | None = None,
         match_entities: bool = True,
         entity_match: EntityMatch = "normalized",
+        no_match_hint: bool = True,
+        info_schema: int = SCHEMA_VERSION,
     ):
         if not records:
             raise ConfigError("SearchQAEnv needs at least one question record")
@@ -190,6 +197,9 @@ class SearchQAEnv(gym.Env[str, str]):
             raise ConfigError("template must contain a '{question}' field")
         if judge_mode is not None and judge_mode not in get_args(JudgeMode):
             raise ConfigError(f"judge_mode must be None, 'sync' or 'deferred', got {judge_mode!r}")
+        if info_schema not in SCHEMA_VERSIONS:
+            raise ConfigError(f"info_schema must be one of {SCHEMA_VERSIONS} (searchgym.info), got {info_schema!r}")
+        self.info_schema = info_schema
         self.records = list(records)
         self._by_id = {r.id: i for i, r in enumerate(self.records)}
         self._searchable: tuple[object, dict[int, bool | None]] = (None, {})
@@ -198,11 +208,12 @@ class SearchQAEnv(gym.Env[str, str]):
         self.retriever = resolve_retriever(retriever, corpus, cache_dir=None if cache_dir is True else cache_dir)
         self.ranker = resolve_ranker(ranker, self.records)
         self.answer_reward = resolve_answer_reward(answer_reward)
-        self.protocol = resolve_protocol(action_format, template=template, max_query_chars=max_query_chars, doc_format=doc_format)
+        self.protocol = resolve_protocol(action_format, template=template, max_query_chars=max_query_chars, doc_format=doc_format,
+                                         no_match_hint=no_match_hint)
         self.top_k, self.candidates, self.max_turns = top_k, candidates, max_turns
         self._judge_auto = isinstance(judge, str) and judge == "auto"
         """Whether the judge was chosen by `"auto"`: it then labels only questions with gold evidence."""
-        self.judge = _auto_judge(self.records) if self._judge_auto else resolve_judge(judge)
+        self.judge = auto_judge(self.records) if self._judge_auto else resolve_judge(judge)
         self.judge_deferred = bool(self.judge.deferred) if judge_mode is None and self.judge is not None else judge_mode == "deferred"
         self.match_entities = bool(match_entities)
         if entity_match not in get_args(EntityMatch):
@@ -233,7 +244,7 @@ class SearchQAEnv(gym.Env[str, str]):
         self.done = False
         self.turn_infos = []
         self._turn_actions = []
-        judge, self._labels_reason = self._episode_judge(self.record)
+        judge, self._labels_reason = episode_judge(self.record, self.judge, auto=self._judge_auto)
         self._credit = EpisodeCredit(self.record, judge, deferred=self.judge_deferred,
                                      match_entities=self.match_entities, gold_docs_searchable=self._gold_docs_searchable(index),
                                      entity_match=self.entity_match)
@@ -248,6 +259,8 @@ class SearchQAEnv(gym.Env[str, str]):
             "max_turns": self.max_turns,
             "labels_reason": self._labels_reason,
         }
+        if self.info_schema != SCHEMA_VERSION:
+            as_reset_schema(info, self.info_schema)
         return prompt, info
 
     def step(self, action: str) -> tuple[str, float, bool, bool, StepInfo]:
@@ -278,11 +291,14 @@ class SearchQAEnv(gym.Env[str, str]):
         self.turn_infos.append(info)
         if terminated or truncated:
             self.done = True
-            info["episode"] = self._summary(answered=terminated)  # type: ignore[typeddict-unknown-key]
+            summary = self._credit.summary(self.turn_infos, self._turn_actions, answered=terminated)
+            info["episode"] = summary  # type: ignore[typeddict-unknown-key]
             if "format" not in info["reward"]:
                 info["reward"]["format"] = float(info["episode"]["format_valid"])  # type: ignore[typeddict-item]
         if observation:
             self.transcript.append(("env", observation))
+        if self.info_schema != SCHEMA_VERSION:
+            as_step_schema(info, self.info_schema)
         return observation, reward, terminated, truncated, info
 
     def render(self) -> str | np.ndarray | None:
@@ -337,15 +353,6 @@ class SearchQAEnv(gym.Env[str, str]):
             "reward": {},
         }
 
-    def _episode_judge(self, record: QARecord) -> tuple[Judge | None, str | None]:
-        """The judge of an episode on `record`, or None and why there are no labels."""
-        if self._judge_auto and not has_gold_evidence(record):
-            return None, (f"question {record.id!r} has no gold supporting documents or titles, which the default judge "
-                          f"(judge='auto': GoldJudge) needs; {HOW_TO_JUDGE}")
-        if self.judge is None:
-            return None, f"the env was made with judge=None; {HOW_TO_JUDGE}"
-        return self.judge, None
-
     def _gold_docs_searchable(self, index: int) -> bool | None:
         """Whether record `index`'s gold document ids are in the corpus searched (None when unknown).
         Worked out once per question and corpus: a question is asked again and again."""
@@ -367,7 +374,10 @@ class SearchQAEnv(gym.Env[str, str]):
         ranked = self.ranker.rank(self.record.question, query, pool, self.top_k)
         # Ids and scores only: a candidate's title is `corpus.get(id).title`, and reading 50 titles the
         # retriever's kernel has just pushed out of the CPU cache costs ~3% of a BM25 step.
-        info["candidates"] = {"ids": [h.doc.id for h in pool], "scores": [h.score for h in pool]}
+        if self.info_schema > 1:
+            info["candidates"] = {"ids": [h.doc.id for h in pool], "scores": [h.score for h in pool]}
+        else:
+            info["candidates"] = candidates_v1(pool)  # type: ignore[typeddict-item]
         # The first top_k valid positions of the ranking, in one plain loop: this runs at every search,
         # and in Python 3.11 each comprehension is a call of its own.
         shown: list[ShownDoc] = []
@@ -397,28 +407,3 @@ class SearchQAEnv(gym.Env[str, str]):
                            else subem if reward is substring_exact_match else float(reward(answer, golds)))
         parts["em"], parts["f1"], parts["cover_em"], parts["subem"] = em, f1, cover_em, subem
         return parts["answer"]
-
-    def _summary(self, *, answered: bool) -> EpisodeSummary:
-        assert self._credit is not None
-        infos = self.turn_infos
-        turn_labels, judge_failures = self._credit.finish()
-        last = infos[-1]["reward"]
-        searches = invalid = 0
-        for i in infos:
-            searches += i["action"] == "search"
-            invalid += i["invalid_action"]
-        return {
-            "outcome": "answered" if answered else "out_of_turns",
-            "turns": len(infos),
-            "searches": searches,
-            "invalid_actions": invalid,
-            "em": last.get("em", 0.0),
-            "f1": last.get("f1", 0.0),
-            "cover_em": last.get("cover_em", 0.0),
-            "subem": last.get("subem", 0.0),
-            "format_valid": answered and actions_valid(self._turn_actions),
-            "turn_labels": turn_labels,
-            "judge_failures": judge_failures,
-            "entity_rate": self._credit.entity_rate,
-        }
-

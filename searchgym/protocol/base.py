@@ -62,21 +62,25 @@ def format_prompt(template: str, question: str) -> str:
 
 
 def resolve_protocol(
-    protocol: str | ActionProtocol, *, template: str | None = None, max_query_chars: int = 1000, doc_format: str | None = None
+    protocol: str | ActionProtocol, *, template: str | None = None, max_query_chars: int = 1000, doc_format: str | None = None,
+    no_match_hint: bool = True,
 ) -> ActionProtocol:
     """An action protocol from its name (`tags`, `tool_calls`) or an instance passed through. `doc_format`
-    applies to the tag grammar only."""
+    and `no_match_hint=False` apply to the tag grammar only."""
     from searchgym.protocol.tags import TagProtocol
     from searchgym.protocol.tool_calls import ToolCallProtocol
 
     if doc_format is not None and protocol != "tags":
         raise ConfigError(f"doc_format applies to action_format='tags' only, not {protocol!r}")
+    if not no_match_hint and protocol != "tags":
+        raise ConfigError(f"no_match_hint=False applies to action_format='tags' only, not {protocol!r} (which never had the hint)")
     if not isinstance(protocol, str):
         if not isinstance(protocol, ActionProtocol):
             raise ConfigError(f"action_format must be 'tags', 'tool_calls' or an ActionProtocol, got {type(protocol).__name__}")
         return protocol
     if protocol == "tags":
-        return TagProtocol(template=template, max_query_chars=max_query_chars, doc_format=doc_format)  # type: ignore[arg-type]
+        return TagProtocol(template=template, max_query_chars=max_query_chars, doc_format=doc_format,  # type: ignore[arg-type]
+                           no_match_hint=no_match_hint)
     if protocol == "tool_calls":
         return ToolCallProtocol(template=template, max_query_chars=max_query_chars)
     raise ConfigError(f"unknown action_format {protocol!r}; choose 'tags' or 'tool_calls'")

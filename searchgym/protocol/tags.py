@@ -123,17 +123,20 @@ class TagProtocol:
     ignored, as Search-R1 stops generation at the closing tag.
 
     `doc_format` (see `DocFormat`) defaults to `"search-r1"` with Search-R1's own template (the default)
-    and to `"plain"` with a template of your own.
+    and to `"plain"` with a template of your own. `no_match_hint=False` answers a search that matched
+    nothing with an empty `<information></information>`, as searchgym did before 2026-12-04.
     """
 
     name = "tags"
 
-    def __init__(self, *, template: str | None = None, max_query_chars: int = 1000, doc_format: DocFormat | None = None):
+    def __init__(self, *, template: str | None = None, max_query_chars: int = 1000, doc_format: DocFormat | None = None,
+                 no_match_hint: bool = True):
         if doc_format is not None and doc_format not in DOC_FORMATS:
             raise ConfigError(f"doc_format must be one of {list(DOC_FORMATS)} or None, got {doc_format!r}")
         self.template = SEARCH_R1_TEMPLATE if template is None else template
         self.max_query_chars = max_query_chars
         self.doc_format: DocFormat = doc_format or ("search-r1" if template is None else "plain")
+        self.no_match_hint = bool(no_match_hint)
 
     def render_prompt(self, question: str) -> str:
         return format_prompt(self.template, question)
@@ -164,7 +167,7 @@ class TagProtocol:
         if not documents:
             # An empty <information></information> reads like a broken tool to a model and to a person
             # (Search-R1's dense retriever always returns k documents, so its format has no empty case).
-            return "\n\n<information>" + NO_MATCH_HINT + "</information>\n\n"
+            return "\n\n<information>" + (NO_MATCH_HINT if self.no_match_hint else "") + "</information>\n\n"
         if self.doc_format == "search-r1":
             # As Search-R1's execute_predictions wraps a search's results.
             return f"\n\n<information>{search_r1_passages(documents).strip()}</information>\n\n"
