@@ -122,10 +122,11 @@ class SearchQAEnv(gym.Env[str, str]):
       already in the transcript), so the same step can be retried. Tool-call grammar: a tool call holding an
       integer of over 4300 digits is an invalid action (`bad_tool_call`) instead of an exception. The
       synthetic world's oracle trajectories (`world.oracle_trajectory`) state the found fact once in the
-      last think. `LLMJudge` (a judge you pass) writes untrusted text on one line without fences or tags
-      and refuses a verdict copied from the trace; on 2026-12-04 it came to require exactly one JSON object
-      with 0/1 labels. Its labels may differ from before; these close ways to forge a verdict, so nothing
-      brings them back.
+      last think.
+    - 2026-12-02 and 2026-12-04: `LLMJudge` (a judge you pass) writes untrusted text on one line without
+      fences or tags and refuses a verdict copied from the trace (12-02), and takes exactly one JSON object
+      with 0/1 labels (12-04). Its labels may differ from before; both close ways to forge a verdict, so
+      nothing brings them back.
     - 2026-12-03: step-info schema 2: `info["candidates"]` holds `ids` and `scores`, no longer `titles`.
       `info_schema=1` emits schema 1.
     - 2026-12-04: step-info schema 3: `subem` in `info["reward"]` (answering step) and `info["episode"]`
@@ -135,7 +136,7 @@ class SearchQAEnv(gym.Env[str, str]):
       `Doc 1(Title: "Paris") ...`, the corpus's title line with its quotes, where it was
       `Doc 1(Title: Paris) ...`. `doc_format="plain"` writes the earlier text.
     - 2026-12-04: a search that matches nothing returns a hint inside `<information>` (tag grammar), where
-      it returned `\n\n<information></information>\n\n`. `no_match_hint=False` returns the earlier text.
+      it returned `\\n\\n<information></information>\\n\\n`. `no_match_hint=False` returns the earlier text.
     - 2026-12-04: labels by default: `judge="auto"` (`GoldJudge` for questions with gold supporting
       documents or titles) where the default was `judge=None`. `judge=None` gives the earlier unlabelled
       info.
