@@ -4,14 +4,15 @@ This module is the one place the schema is defined; the docs page and the env do
 RL learners read these keys and nothing else: they never re-derive labels from text.
 
 Version history:
-- 1: first version. Refined before release, without changing any key's meaning: `TurnLabels` gained
-  `pending`, `analysis` and `error`; `EpisodeSummary` gained `judge_failures`.
-- 2: `Candidates` holds `ids` and `scores` only (its `titles` went: nothing read them, and they cost ~3%
-  of a BM25 step). A candidate's title is `env.corpus.get(id).title`; shown documents keep theirs.
-- 3: `RewardParts` and `EpisodeSummary` gained `subem` (Search-R1's and FlashRAG's substring exact match,
-  `searchgym.rewards.substring_exact_match`) beside `cover_em`; `labels_reason` in the reset and step info
-  says why a turn carries no judge labels. Envs label by default (`judge="auto"`: `GoldJudge` wherever
-  the record has gold supporting documents or titles).
+- 1 (2026-12-02): first version. Refined before release, without changing any key's meaning:
+  `TurnLabels` gained `pending`, `analysis` and `error`; `EpisodeSummary` gained `judge_failures`.
+- 2 (2026-12-03): `Candidates` holds `ids` and `scores` only (its `titles` went: nothing read them, and
+  they cost ~3% of a BM25 step). A candidate's title is `env.corpus.get(id).title`; shown documents keep
+  theirs.
+- 3 (2026-12-04): `RewardParts` and `EpisodeSummary` gained `subem` (Search-R1's and FlashRAG's substring
+  exact match, `searchgym.rewards.substring_exact_match`) beside `cover_em`; `labels_reason` in the reset
+  and step info says why a turn carries no judge labels. Envs label by default (`judge="auto"`:
+  `GoldJudge` wherever the record has gold supporting documents or titles).
 
 An env emits an earlier schema's keys exactly when made with `info_schema=` that schema (`SCHEMA_VERSIONS`):
 `info_schema=2` drops `subem` and `labels_reason`, `info_schema=1` also puts `titles` back in `candidates`
