@@ -2,7 +2,8 @@
 
 A run's options are nested by component, each field documented once: the learner's own config
 (`TrainConfig.learner`, a registered learner's config dataclass, `agents.learners.registry`), the env
-(`EnvConfig`), rollout sampling (`RolloutConfig`) and the optimiser (`OptimConfig`). The CLI flags follow the
+(`EnvConfig`), rollout sampling (`RolloutConfig`, the rollout engine's own config from `agents.rollout`,
+starting here from `training_rollout()`) and the optimiser (`OptimConfig`). The CLI flags follow the
 nesting: `--learner.alpha`, `--env.hops`, `--rollout.group-size`, `--optim.lr`.
 
 >>> config = TrainConfig(learner="cw-grpo", env=EnvConfig(hops=(1, 2)), optim=OptimConfig(lr=1e-5))
