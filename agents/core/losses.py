@@ -17,7 +17,7 @@ from typing import Literal, get_args
 import torch
 
 from agents.core.kl import k3_kl
-from searchgym.errors import ConfigError
+from searchgym.errors import BatchError, ConfigError
 
 __all__ = ["AGGREGATIONS", "Aggregation", "PolicyLoss", "aggregate", "clipped_policy_loss", "clipped_surrogate"]
 
@@ -35,7 +35,7 @@ AGGREGATIONS: tuple[str, ...] = get_args(Aggregation)
 
 def _check_bt(name: str, tensor: torch.Tensor, shape: torch.Size) -> None:
     if tensor.shape != shape:
-        raise ConfigError(f"{name} has shape {tuple(tensor.shape)}; expected (B, T) = {tuple(shape)}")
+        raise BatchError(f"{name} has shape {tuple(tensor.shape)}; expected (B, T) = {tuple(shape)}")
 
 
 def _safe_div(numerator: torch.Tensor, denominator: torch.Tensor | float) -> torch.Tensor:
@@ -64,7 +64,7 @@ def aggregate(
     """
     _check_bt("mask", mask, values.shape)
     if values.dim() != 2:
-        raise ConfigError(f"values must be (B, T); got shape {tuple(values.shape)}")
+        raise BatchError(f"values must be (B, T); got shape {tuple(values.shape)}")
     keep = mask.bool()
     masked = torch.where(keep, values, torch.zeros_like(values))
     if mode == "token-mean":
@@ -110,12 +110,12 @@ def clipped_surrogate(
         raise ConfigError(f"clip_ratio_c must be > 1 (or None for no dual clip), got {clip_ratio_c}")
     shape = logprobs.shape
     if logprobs.dim() != 2:
-        raise ConfigError(f"logprobs must be (B, T); got shape {tuple(shape)}")
+        raise BatchError(f"logprobs must be (B, T); got shape {tuple(shape)}")
     _check_bt("old_logprobs", old_logprobs, shape)
     _check_bt("loss_mask", loss_mask, shape)
     if advantages.dim() == 1:
         if advantages.shape[0] != shape[0]:
-            raise ConfigError(f"advantages has {advantages.shape[0]} entries for {shape[0]} sequences")
+            raise BatchError(f"advantages has {advantages.shape[0]} entries for {shape[0]} sequences")
         advantages = advantages[:, None].expand(shape)
     _check_bt("advantages", advantages, shape)
     keep = loss_mask.bool()

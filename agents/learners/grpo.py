@@ -27,7 +27,7 @@ import torch
 from agents.core import AGGREGATIONS, AdvantageScale, Aggregation, dynamic_sampling_mask, group_advantages
 from agents.learners.batch import LearnerBatch, Trajectory
 from agents.learners.registry import register_learner
-from searchgym.errors import ConfigError
+from searchgym.errors import BatchError, ConfigError
 from searchgym.info import StepInfo
 
 __all__ = ["REWARD_KEYS", "GRPOConfig", "RewardKey", "batch_advantages", "grpo_advantages", "outcome_reward"]
@@ -94,7 +94,7 @@ def outcome_reward(infos: Sequence[StepInfo], key: RewardKey = "em") -> float:
     if key not in REWARD_KEYS:
         raise ConfigError(f"reward key must be one of {REWARD_KEYS}, got {key!r}")
     if not infos:
-        raise ConfigError("a trajectory needs at least one step info to be scored")
+        raise BatchError("a trajectory needs at least one step info to be scored")
     last = infos[-1]
     episode = last.get("episode")
     if episode is not None and key in episode:
