@@ -118,10 +118,11 @@ class SecondModelContext:
     optimizer: Callable[[torch.nn.Module], tuple[Any, Any]]
     """model -> (optimizer, scheduler) with the run's learning rate and warm-up."""
     policy_gradient_step: Callable[..., Any]
-    """`agents.train.update.policy_gradient_step`. In a distributed run, its data-parallel form: called by
-    every rank on its own rows, it divides by the whole step's loss denominator, leaves in `.grad` the
-    gradient summed over the ranks (the one a single process would get from all rows) and returns the
-    stats over every rank; every rank then clips and steps alike."""
+    """`agents.train.update.policy_gradient_step(model, trajectories, targets, settings, ...)`, `settings` being
+    `learner_config.loss_settings(token_budget)` (the loss and its settings, read as for the policy). In a
+    distributed run, its data-parallel form: called by every rank on its own rows, it divides by the whole
+    step's loss denominator, leaves in `.grad` the gradient summed over the ranks (the one a single process
+    would get from all rows) and returns the stats over every rank; every rank then clips and steps alike."""
     supervised_step: Callable[..., float] | None = None
     """`agents.train.sft.sft_step`: accumulates the gradient of the masked negative log-likelihood of
     examples (`token_ids`, `loss_mask`) and returns the loss; what a second model's cold start trains with."""
@@ -190,7 +191,7 @@ def unregister_learner(name: str) -> None:
 
 
 def _load_builtin() -> None:
-    import agents.learners  # noqa: F401  (the four reference learners register on import)
+    import agents.learners  # noqa: F401  (the reference learners register on import)
 
 
 def get_learner(name: str) -> LearnerSpec:
