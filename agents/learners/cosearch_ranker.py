@@ -22,7 +22,7 @@ import torch
 from agents.learners import cosearch
 from agents.learners.batch import LearnerBatch, Trajectory
 from agents.learners.grpo import outcome_reward
-from agents.learners.registry import SecondModelContext
+from agents.learners.registry import SecondModel, SecondModelContext
 from agents.policies.base import SamplingParams
 from searchgym.errors import BackendError, ConfigError, SearchGymError
 
@@ -86,7 +86,7 @@ class PolicyChatBackend:
         return {"kind": "policy", "policy": self.policy.describe(), "temperature": self.temperature}
 
 
-class RankerTrainer:
+class RankerTrainer(SecondModel):
     """COSEARCH's ranker as the learner's second model: its own copy of a model, optimizer and sampler."""
 
     def __init__(self, ctx: SecondModelContext):
@@ -105,7 +105,7 @@ class RankerTrainer:
         self.last_batch: cosearch.RankerBatch | None = None
         """The last `train_step`'s scores, groups and advantages, over the whole step's calls."""
 
-    gathers_env_calls = True
+    gathers_env_calls: bool = True
     """The ranker is called from inside `env.step`, through a `GatheringBackend`: the trainer steps a turn's
     episodes side by side (`RolloutConfig.gather_env_calls`), so one turn's ranker calls are one batch."""
 

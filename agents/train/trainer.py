@@ -43,7 +43,7 @@ import torch
 import searchgym  # noqa: F401  (registers the env ids)
 from agents.core import LossSettings
 from agents.learners.batch import LearnerBatch
-from agents.learners.registry import SecondModelContext, learner_for_config
+from agents.learners.registry import SecondModel, SecondModelContext, learner_for_config
 from agents.memory import peak_rss_gb, tune_allocator
 from agents.policies.hf import HFPolicy, HFPolicyConfig
 from agents.rollout import RolloutConfig, RolloutEngine
@@ -123,17 +123,16 @@ class Trainer:
         if self.accelerator is not None and self.sharded is None:
             self.wrapped, optimizer, scheduler = self.accelerator.prepare(self.model, *self.optimizers["policy"])
             self.optimizers["policy"] = (optimizer, scheduler)
-        self.second_model = None
+        self.second_model: SecondModel | None = self.learner.make_second_model(SecondModelContext(
+            learner_config=self.learner_config, policy_model=config.model, seed=config.seed, device=config.device,
+            micro_batch=config.optim.micro_batch, max_grad_norm=config.optim.max_grad_norm,
+            load_model=self._load_second_model, optimizer=self._optimizer,
+            policy_gradient_step=policy_gradient_step if self.accelerator is None else self._data_parallel_step,
+            supervised_step=sft_step, rank=self.rank,
+            gather_objects=None if self.accelerator is None else self._gather_objects,
+            synchronize=None if self.accelerator is None else self._synchronize))
         """The learner's second trained model (COSEARCH's ranker), or None."""
-        if self.learner.second_model is not None:
-            self.second_model = self.learner.second_model(SecondModelContext(
-                learner_config=self.learner_config, policy_model=config.model, seed=config.seed, device=config.device,
-                micro_batch=config.optim.micro_batch, max_grad_norm=config.optim.max_grad_norm,
-                load_model=self._load_second_model, optimizer=self._optimizer,
-                policy_gradient_step=policy_gradient_step if self.accelerator is None else self._data_parallel_step,
-                supervised_step=sft_step, rank=self.rank,
-                gather_objects=None if self.accelerator is None else self._gather_objects,
-                synchronize=None if self.accelerator is None else self._synchronize))
+        if self.second_model is not None:
             self.models.update(self.second_model.models)
             self.optimizers.update(self.second_model.optimizers)
 
@@ -143,7 +142,7 @@ class Trainer:
         self.num_questions = len(self.env.unwrapped.records)
         rollout = RolloutConfig(group_size=config.rollout.group_size, temperature=config.rollout.temperature,
                                 max_turn_tokens=config.rollout.max_turn_tokens, max_response_tokens=config.rollout.max_response_tokens, seed=config.seed,
-                                gather_env_calls=getattr(self.second_model, "gathers_env_calls", False))
+                                gather_env_calls=self.second_model is not None and self.second_model.gathers_env_calls)
         self.engine = RolloutEngine(self.rollout_policy, lambda: self._make_env("train"), rollout)
         self.sync_weights = WeightSync(config, self.model, self.tokenizer, self.rollout_policy, self.out, self.accelerator, self.is_main,
                                        sharded=self.sharded)
@@ -329,9 +328,8 @@ class Trainer:
             self.policy.mark_updated()
             self.sync_weights()
             line.update({"cold_start/loss_first": losses[0], "cold_start/loss_last": losses[-1]})
-        second_cold_start = getattr(self.second_model, "cold_start", None)
-        if second_cold_start is not None:
-            line.update(second_cold_start(self.env))
+        if self.second_model is not None:
+            line.update(self.second_model.cold_start(self.env))
         if line:
             self._log({"step": 0, **line})
         return losses
