@@ -8,7 +8,7 @@ COSEARCH's second trained model, its ranker, is in `cosearch_ranker`.
 """
 
 # Importing a learner's module registers it: one name per learner on this line.
-from agents.learners import cosearch, cw_grpo, e_grpo, grpo, gspo  # noqa: F401
+from agents.learners import cosearch, cw_grpo, dr_grpo, e_grpo, grpo, gspo  # noqa: F401
 from agents.learners.cosearch import CoSearchConfig
 from agents.learners.cw_grpo import CWGRPOConfig
 from agents.learners.e_grpo import EGRPOConfig
