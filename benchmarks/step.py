@@ -233,6 +233,7 @@ def update_rss(setting: dict) -> dict:
     import torch
 
     from agents.learners.batch import LearnerBatch
+    from agents.core import LossSettings
     from agents.memory import MMAP_THRESHOLD, tune_allocator
     from agents.models import load_model_and_tokenizer
     from agents.rollout.trajectory import Segment, Trajectory
@@ -270,8 +271,8 @@ def update_rss(setting: dict) -> dict:
     for _ in range(2):  # the second step holds the optimizer's states from the first
         start = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
-        policy_gradient_step(model, trajectories, targets, pad_id=tok.pad_token_id, micro_batch=setting.get("micro_batch", 4),
-                             eps_low=0.2, eps_high=0.28, aggregation="token-mean")
+        policy_gradient_step(model, trajectories, targets, LossSettings(eps_low=0.2, eps_high=0.28, aggregation="token-mean"),
+                             pad_id=tok.pad_token_id, micro_batch=setting.get("micro_batch", 4))
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         optimizer.step()
         seconds.append(time.perf_counter() - start)

@@ -22,7 +22,7 @@ from agents.train.presets import PRESETS, get_preset
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("train", help="train a reference learner (GRPO, CW-GRPO, E-GRPO, COSEARCH)",
+    p = sub.add_parser("train", help=f"train a registered learner ({', '.join(learner_names())})",
                        description="Train one learner; every option is a TrainConfig field or a field of the learner's config.")
     add_learner_arguments(p)
     p.add_argument("--preset", choices=list(PRESETS), default=None,

@@ -15,7 +15,7 @@ from typing import Literal, get_args
 
 import torch
 
-from searchgym.errors import ConfigError
+from searchgym.errors import BatchError, ConfigError
 
 __all__ = ["dynamic_sampling_mask", "group_advantages", "group_stats"]
 
@@ -29,17 +29,17 @@ def _flatten(rewards: torch.Tensor, group_ids: torch.Tensor | None) -> tuple[tor
         rewards = rewards.to(torch.get_default_dtype())
     if group_ids is None:
         if rewards.dim() != 2:
-            raise ConfigError(f"without group_ids, rewards must be (num_groups, G); got shape {tuple(rewards.shape)}")
+            raise BatchError(f"without group_ids, rewards must be (num_groups, G); got shape {tuple(rewards.shape)}")
         num_groups, size = rewards.shape
         index = torch.arange(num_groups, device=rewards.device).repeat_interleave(size)
         return rewards.reshape(-1), index, num_groups
     if rewards.dim() != 1 or group_ids.shape != rewards.shape:
-        raise ConfigError(
+        raise BatchError(
             "with group_ids, rewards and group_ids must both be (N,); "
             f"got {tuple(rewards.shape)} and {tuple(group_ids.shape)}"
         )
     if group_ids.is_floating_point():
-        raise ConfigError("group_ids must be integer labels")
+        raise BatchError("group_ids must be integer labels")
     _, index = torch.unique(group_ids, return_inverse=True)
     num_groups = int(index.max().item()) + 1 if index.numel() else 0
     return rewards, index, num_groups

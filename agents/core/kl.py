@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from searchgym.errors import ConfigError
+from searchgym.errors import BatchError
 
 __all__ = ["k3_kl"]
 
@@ -19,13 +19,13 @@ def k3_kl(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, mask: torch.Tensor
     the gradient.
     """
     if logprobs.shape != ref_logprobs.shape:
-        raise ConfigError(
+        raise BatchError(
             f"logprobs {tuple(logprobs.shape)} and ref_logprobs {tuple(ref_logprobs.shape)} differ in shape"
         )
     log_ratio = ref_logprobs - logprobs
     if mask is not None:
         if mask.shape != logprobs.shape:
-            raise ConfigError(f"mask {tuple(mask.shape)} must match logprobs {tuple(logprobs.shape)}")
+            raise BatchError(f"mask {tuple(mask.shape)} must match logprobs {tuple(logprobs.shape)}")
         keep = mask.bool()
         log_ratio = torch.where(keep, log_ratio, torch.zeros_like(log_ratio))
     kl = torch.exp(log_ratio) - log_ratio - 1

@@ -1,4 +1,4 @@
-"""The clipped policy-gradient loss (PPO / GRPO / DAPO) and loss aggregation.
+"""The clipped policy-gradient loss (PPO / GRPO / DAPO): the default registered policy loss, `clipped`.
 
 Per token t of sequence b, with ratio rho = exp(logp - logp_old) and advantage A:
 
@@ -6,81 +6,19 @@ Per token t of sequence b, with ratio rho = exp(logp - logp_old) and advantage A
 
 `eps_high > eps_low` is DAPO's clip-higher: a low-probability token with A > 0 may grow further before its
 gradient is cut. Only tokens with `loss_mask == 1` (sampled by the policy) count; prompt and retrieved
-text never do. The per-token losses are then aggregated (`aggregate`), optionally plus a k3 KL term.
+text never do. The per-token losses are then aggregated (`agents.core.aggregate`), optionally plus a k3 KL
+term (`agents.core.policy_loss_from_tokens`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal, get_args
-
 import torch
 
-from agents.core.kl import k3_kl
-from searchgym.errors import ConfigError
+from agents.core.aggregation import Aggregation, check_bt, token_advantages
+from agents.core.policy_loss import LossSettings, PolicyLoss, policy_loss_from_tokens, register_policy_loss
+from searchgym.errors import BatchError, ConfigError
 
-__all__ = ["AGGREGATIONS", "Aggregation", "PolicyLoss", "aggregate", "clipped_policy_loss", "clipped_surrogate"]
-
-Aggregation = Literal["token-mean", "seq-mean", "seq-mean-token-sum-norm"]
-"""How per-token values become one number:
-
-- `token-mean` (DAPO): every loss token of the batch weighs the same; sum / number of loss tokens.
-- `seq-mean` (GRPO's original): mean over each sequence's loss tokens, then mean over the sequences that
-  have any (a sequence dropped from the loss does not dilute the others).
-- `seq-mean-token-sum-norm` (Dr.GRPO): sum over each sequence's tokens divided by a constant
-  `norm_length`, then mean over all B sequences, so long answers are not down-weighted per token.
-"""
-AGGREGATIONS: tuple[str, ...] = get_args(Aggregation)
-
-
-def _check_bt(name: str, tensor: torch.Tensor, shape: torch.Size) -> None:
-    if tensor.shape != shape:
-        raise ConfigError(f"{name} has shape {tuple(tensor.shape)}; expected (B, T) = {tuple(shape)}")
-
-
-def _safe_div(numerator: torch.Tensor, denominator: torch.Tensor | float) -> torch.Tensor:
-    """numerator / denominator, or a 0 that keeps the autograd graph when the denominator is 0."""
-    denominator = torch.as_tensor(denominator, dtype=numerator.dtype, device=numerator.device)
-    return torch.where(
-        denominator > 0, numerator / denominator.clamp(min=torch.finfo(numerator.dtype).tiny), numerator * 0
-    )
-
-
-def aggregate(
-    values: torch.Tensor,
-    mask: torch.Tensor,
-    mode: Aggregation = "token-mean",
-    *,
-    denominator: float | torch.Tensor | None = None,
-    norm_length: int | None = None,
-) -> torch.Tensor:
-    """One scalar from per-token `values` (B, T) over the tokens where `mask` (B, T) is 1.
-
-    `denominator` replaces the local count when the batch is one micro-batch of a larger step, so that
-    gradient accumulation reproduces the full-batch loss: the step's total number of loss tokens for
-    `token-mean`, its number of sequences for the other two modes. `norm_length` is Dr.GRPO's constant
-    (usually the generation budget) and is required by, and only used by, `seq-mean-token-sum-norm`.
-    Masked entries of `values` are ignored even when they are NaN or inf.
-    """
-    _check_bt("mask", mask, values.shape)
-    if values.dim() != 2:
-        raise ConfigError(f"values must be (B, T); got shape {tuple(values.shape)}")
-    keep = mask.bool()
-    masked = torch.where(keep, values, torch.zeros_like(values))
-    if mode == "token-mean":
-        return _safe_div(masked.sum(), keep.sum() if denominator is None else denominator)
-    counts = keep.sum(dim=1)
-    if mode == "seq-mean":
-        per_seq = _safe_div(masked.sum(dim=1), counts)
-        return _safe_div(per_seq.sum(), (counts > 0).sum() if denominator is None else denominator)
-    if mode == "seq-mean-token-sum-norm":
-        if norm_length is None or norm_length <= 0:
-            raise ConfigError(
-                f"seq-mean-token-sum-norm needs a positive norm_length (the token budget); got {norm_length}"
-            )
-        rows = values.shape[0] if denominator is None else denominator
-        return _safe_div(masked.sum() / norm_length, rows)
-    raise ConfigError(f"unknown aggregation {mode!r}; choose one of {AGGREGATIONS}")
+__all__ = ["clipped_loss", "clipped_policy_loss", "clipped_surrogate"]
 
 
 def clipped_surrogate(
@@ -110,14 +48,10 @@ def clipped_surrogate(
         raise ConfigError(f"clip_ratio_c must be > 1 (or None for no dual clip), got {clip_ratio_c}")
     shape = logprobs.shape
     if logprobs.dim() != 2:
-        raise ConfigError(f"logprobs must be (B, T); got shape {tuple(shape)}")
-    _check_bt("old_logprobs", old_logprobs, shape)
-    _check_bt("loss_mask", loss_mask, shape)
-    if advantages.dim() == 1:
-        if advantages.shape[0] != shape[0]:
-            raise ConfigError(f"advantages has {advantages.shape[0]} entries for {shape[0]} sequences")
-        advantages = advantages[:, None].expand(shape)
-    _check_bt("advantages", advantages, shape)
+        raise BatchError(f"logprobs must be (B, T); got shape {tuple(shape)}")
+    check_bt("old_logprobs", old_logprobs, shape)
+    check_bt("loss_mask", loss_mask, shape)
+    advantages = token_advantages(advantages, shape)
     keep = loss_mask.bool()
     # Zero the log-ratio off the mask before exp: padding may hold -inf log-probs, and inf * 0 is NaN
     # in the backward pass even when the forward value is masked out.
@@ -136,35 +70,31 @@ def clipped_surrogate(
     return loss, ratio, clip_high, clip_low
 
 
-@dataclass(frozen=True)
-class PolicyLoss:
-    """The loss to backpropagate and its parts (metrics are detached 0-dim tensors)."""
+@register_policy_loss("clipped")
+def clipped_loss(
+    logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    loss_mask: torch.Tensor,
+    settings: LossSettings,
+    *,
+    ref_logprobs: torch.Tensor | None = None,
+    denominator: float | torch.Tensor | None = None,
+) -> PolicyLoss:
+    """The GRPO/DAPO policy loss of one batch, with `settings`' clip range, dual clip, aggregation and KL.
 
-    loss: torch.Tensor
-    """policy + kl_coef * kl: call `.backward()` on this."""
-    policy: torch.Tensor
-    """The aggregated clipped surrogate loss."""
-    kl: torch.Tensor | None
-    """The aggregated k3 KL to the reference (None when no reference was given)."""
-    clip_frac_high: torch.Tensor
-    """Share of loss tokens cut by the upper clip."""
-    clip_frac_low: torch.Tensor
-    """Share of loss tokens cut by the lower clip."""
-    ratio_mean: torch.Tensor
-    """Mean ratio over loss tokens (1 on the first update after sampling, up to sampler mismatch)."""
-
-    def metrics(self) -> dict[str, float]:
-        """Namespaced floats for logging (each `.item()` is a device sync: call once per step)."""
-        out = {
-            "loss/total": self.loss.item(),
-            "loss/policy": self.policy.item(),
-            "loss/clip_frac_high": self.clip_frac_high.item(),
-            "loss/clip_frac_low": self.clip_frac_low.item(),
-            "loss/ratio_mean": self.ratio_mean.item(),
-        }
-        if self.kl is not None:
-            out["loss/kl"] = self.kl.item()
-        return out
+    Shapes: `logprobs` (B, T) with grad, from the model being trained; `old_logprobs` (B, T), those of the
+    policy that sampled the tokens; `advantages` (B, T) or (B,); `loss_mask` (B, T), 1 on tokens the policy
+    sampled; `ref_logprobs` (B, T) of a frozen reference, needed when `settings.kl_coef > 0`. The KL term is
+    aggregated like the policy term. See `agents.core.aggregate` for the aggregation, `denominator` and
+    `norm_length`, and `clipped_surrogate` for the dual clip.
+    """
+    per_token, ratio, clip_high, clip_low = clipped_surrogate(
+        logprobs, old_logprobs, advantages, loss_mask,
+        eps_low=settings.eps_low, eps_high=settings.eps_high, clip_ratio_c=settings.clip_ratio_c,
+    )
+    return policy_loss_from_tokens(per_token, ratio, clip_high, clip_low, logprobs, loss_mask, settings,
+                                   ref_logprobs=ref_logprobs, denominator=denominator)
 
 
 def clipped_policy_loss(
@@ -182,43 +112,8 @@ def clipped_policy_loss(
     norm_length: int | None = None,
     clip_ratio_c: float | None = None,
 ) -> PolicyLoss:
-    """The GRPO/DAPO policy loss of one batch.
-
-    Shapes: `logprobs` (B, T) with grad, from the policy being trained; `old_logprobs` (B, T), those of
-    the policy that sampled the tokens; `advantages` (B, T) or (B,); `loss_mask` (B, T), 1 on tokens the
-    policy sampled; `ref_logprobs` (B, T) of a frozen reference, needed when `kl_coef > 0`. The KL term
-    is aggregated like the policy term. See `aggregate` for `aggregation`, `denominator`, `norm_length`,
-    and `clipped_surrogate` for `clip_ratio_c` (dual clip).
-    """
-    if kl_coef < 0:
-        raise ConfigError(f"kl_coef must be >= 0, got {kl_coef}")
-    if kl_coef > 0 and ref_logprobs is None:
-        raise ConfigError(
-            "kl_coef > 0 needs ref_logprobs from the reference model (or set kl_coef=0 for KL-free training)"
-        )
-    per_token, ratio, clip_high, clip_low = clipped_surrogate(
-        logprobs, old_logprobs, advantages, loss_mask, eps_low=eps_low, eps_high=eps_high, clip_ratio_c=clip_ratio_c
-    )
-    policy = aggregate(per_token, loss_mask, aggregation, denominator=denominator, norm_length=norm_length)
-    loss, kl = policy, None
-    if ref_logprobs is not None:
-        _check_bt("ref_logprobs", ref_logprobs, logprobs.shape)
-        kl = aggregate(
-            k3_kl(logprobs, ref_logprobs, loss_mask),
-            loss_mask,
-            aggregation,
-            denominator=denominator,
-            norm_length=norm_length,
-        )
-        loss = policy + kl_coef * kl
-    with torch.no_grad():
-        keep = loss_mask.bool()
-        tokens = keep.sum().clamp(min=1)
-        return PolicyLoss(
-            loss=loss,
-            policy=policy.detach(),
-            kl=None if kl is None else kl.detach(),
-            clip_frac_high=clip_high.sum() / tokens,
-            clip_frac_low=clip_low.sum() / tokens,
-            ratio_mean=torch.where(keep, ratio, torch.zeros_like(ratio)).sum() / tokens,
-        )
+    """`clipped_loss` with its settings given as keywords, for use on tensors outside a learner."""
+    settings = LossSettings(eps_low=eps_low, eps_high=eps_high, aggregation=aggregation, kl_coef=kl_coef,
+                            clip_ratio_c=clip_ratio_c, norm_length=norm_length)
+    return clipped_loss(logprobs, old_logprobs, advantages, loss_mask, settings, ref_logprobs=ref_logprobs,
+                        denominator=denominator)

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import torch
 
-from searchgym.errors import ConfigError
+from searchgym.errors import BatchError
 
 __all__ = ["broadcast_round_advantages", "drop_rollouts", "rollout_drop_mask"]
 
@@ -20,7 +20,7 @@ __all__ = ["broadcast_round_advantages", "drop_rollouts", "rollout_drop_mask"]
 def _as_bool(name: str, flags: Sequence[bool] | torch.Tensor, size: int) -> torch.Tensor:
     out = torch.as_tensor(flags, dtype=torch.bool)
     if out.shape != (size,):
-        raise ConfigError(f"{name} must have one flag per rollout ({size}); got shape {tuple(out.shape)}")
+        raise BatchError(f"{name} must have one flag per rollout ({size}); got shape {tuple(out.shape)}")
     return out
 
 
@@ -47,7 +47,7 @@ def rollout_drop_mask(
 def drop_rollouts(loss_mask: torch.Tensor, drop: Sequence[bool] | torch.Tensor) -> torch.Tensor:
     """`loss_mask` (B, T) with the rows where `drop` (B,) is True set to 0; same dtype and shape."""
     if loss_mask.dim() != 2:
-        raise ConfigError(f"loss_mask must be (B, T); got shape {tuple(loss_mask.shape)}")
+        raise BatchError(f"loss_mask must be (B, T); got shape {tuple(loss_mask.shape)}")
     drop = _as_bool("drop", drop, loss_mask.shape[0]).to(loss_mask.device)
     return torch.where(drop[:, None], torch.zeros_like(loss_mask), loss_mask)
 
@@ -67,15 +67,15 @@ def broadcast_round_advantages(
     them anyway. Spans must lie in [0, seq_len], be ordered and not overlap.
     """
     if len(round_advantages) != len(spans):
-        raise ConfigError(f"{len(round_advantages)} trajectories of advantages but {len(spans)} of spans")
+        raise BatchError(f"{len(round_advantages)} trajectories of advantages but {len(spans)} of spans")
     out = torch.zeros(len(spans), seq_len, dtype=dtype)
     for b, (advs, row) in enumerate(zip(round_advantages, spans)):
         if len(advs) != len(row):
-            raise ConfigError(f"trajectory {b}: {len(advs)} round advantages for {len(row)} token spans")
+            raise BatchError(f"trajectory {b}: {len(advs)} round advantages for {len(row)} token spans")
         previous_end = 0
         for k, (start, end) in enumerate(row):
             if not previous_end <= start <= end <= seq_len:
-                raise ConfigError(
+                raise BatchError(
                     f"trajectory {b}, round {k}: span ({start}, {end}) must satisfy "
                     f"{previous_end} <= start <= end <= {seq_len} (ordered, non-overlapping, inside the sequence)"
                 )

@@ -1,14 +1,14 @@
 """The reference learners, one module each over `agents.core`: their pure rules (rewards, advantages,
-groups, masks) and configs. Each module's docstring lists how it differs from plain GRPO, and each
-registers itself by name in `agents.learners.registry`, where the trainer finds it.
+groups, masks), their configs and the policy loss each names. Each module's docstring lists how it differs
+from plain GRPO, and each registers itself by name in `agents.learners.registry` when it is imported (one
+name on the import line below), where the trainer and the CLI find it: `python -m agents train --help`
+lists them with a line each, and docs/learners.md describes them.
 
-- `grpo`: outcome reward (EM), one advantage per trajectory.
-- `cw_grpo`: per-round advantages weighted by the judge's contribution labels.
-- `e_grpo`: partial credit for wrong answers from the gold-entity match rate.
-- `cosearch`: a generative ranker trained alongside the agent on clustered ranker calls
-  (its trainer, the learner's second model, in `cosearch_ranker`).
+COSEARCH's second trained model, its ranker, is in `cosearch_ranker`.
 """
 
+# Importing a learner's module registers it: one name per learner on this line.
+from agents.learners import cosearch, cw_grpo, dr_grpo, e_grpo, grpo, gspo  # noqa: F401
 from agents.learners.cosearch import CoSearchConfig
 from agents.learners.cw_grpo import CWGRPOConfig
 from agents.learners.e_grpo import EGRPOConfig

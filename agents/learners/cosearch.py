@@ -46,7 +46,7 @@ from agents.core import group_advantages
 from agents.learners.batch import LearnerBatch, Trajectory
 from agents.learners.grpo import GRPOConfig, RewardKey, grpo_advantages, outcome_reward
 from agents.learners.registry import EnvNeeds, SecondModel, SecondModelContext, register_learner
-from searchgym.errors import ConfigError
+from searchgym.errors import BatchError, ConfigError
 from searchgym.info import StepInfo
 from searchgym.rewards import cover_exact_match
 
@@ -176,9 +176,9 @@ class RankerCall:
 
     def __post_init__(self) -> None:
         if len(self.candidate_ids) != len(self.candidate_texts):
-            raise ConfigError(f"{len(self.candidate_ids)} candidate ids but {len(self.candidate_texts)} texts")
+            raise BatchError(f"{len(self.candidate_ids)} candidate ids but {len(self.candidate_texts)} texts")
         if any(not 0 <= i < len(self.candidate_ids) for i in self.order) or len(set(self.order)) != len(self.order):
-            raise ConfigError(
+            raise BatchError(
                 f"order {self.order} must hold distinct positions into {len(self.candidate_ids)} candidates"
             )
 
@@ -193,12 +193,12 @@ class RankerCall:
     ) -> RankerCall:
         missing = [k for k in ("query", "candidate_ids", "order", "valid") if k not in call]
         if missing:
-            raise ConfigError(f"ranker call record lacks {missing}; a model ranker (searchgym.rankers.llm) writes them")
+            raise BatchError(f"ranker call record lacks {missing}; a model ranker (searchgym.rankers.llm) writes them")
         ids = tuple(str(i) for i in call["candidate_ids"])
         if "candidate_texts" in call:
             candidate_texts = tuple(call["candidate_texts"])
         elif texts is None:
-            raise ConfigError(
+            raise BatchError(
                 "the ranker call record has no candidate_texts: pass texts= (doc id -> text, e.g. from the corpus)"
             )
         else:
@@ -206,7 +206,7 @@ class RankerCall:
             try:
                 candidate_texts = tuple(lookup(i) for i in ids)
             except KeyError as e:
-                raise ConfigError(f"no text for candidate {e.args[0]!r}; texts must cover every candidate id") from None
+                raise BatchError(f"no text for candidate {e.args[0]!r}; texts must cover every candidate id") from None
         messages = call.get("messages")
         return cls(
             query=str(call["query"]),
@@ -367,9 +367,9 @@ def cluster_calls(
     [[0], [1]]
     """
     if len(queries) != len(has_answer):
-        raise ConfigError(f"{len(queries)} queries but {len(has_answer)} I_ans flags")
+        raise BatchError(f"{len(queries)} queries but {len(has_answer)} I_ans flags")
     if questions is not None and len(questions) != len(queries):
-        raise ConfigError(f"{len(queries)} queries but {len(questions)} questions")
+        raise BatchError(f"{len(queries)} queries but {len(questions)} questions")
     clusters: list[tuple[tuple[Hashable, bool], str, list[int]]] = []
     for i, (query, answerable) in enumerate(zip(queries, has_answer)):
         key = (None if questions is None else questions[i], bool(answerable))
@@ -423,7 +423,7 @@ def rank_batch(
     `question` text does. Clusters stay within one question unless `config.group_by_question` is False.
     """
     if not len(calls) == len(golds) == len(r_main):
-        raise ConfigError(f"{len(calls)} calls, {len(golds)} gold lists and {len(r_main)} r_main values must match")
+        raise BatchError(f"{len(calls)} calls, {len(golds)} gold lists and {len(r_main)} r_main values must match")
     scores = [score_call(c, g, m, config) for c, g, m in zip(calls, golds, r_main)]
     rewards = [s.reward for s in scores]
     keys = (list(questions) if questions is not None else [c.question for c in calls]) if config.group_by_question else None

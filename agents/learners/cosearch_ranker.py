@@ -22,7 +22,7 @@ import torch
 from agents.learners import cosearch
 from agents.learners.batch import LearnerBatch, Trajectory
 from agents.learners.grpo import outcome_reward
-from agents.learners.registry import SecondModelContext
+from agents.learners.registry import SecondModel, SecondModelContext
 from agents.policies.base import SamplingParams
 from searchgym.errors import BackendError, ConfigError, SearchGymError
 
@@ -86,7 +86,7 @@ class PolicyChatBackend:
         return {"kind": "policy", "policy": self.policy.describe(), "temperature": self.temperature}
 
 
-class RankerTrainer:
+class RankerTrainer(SecondModel):
     """COSEARCH's ranker as the learner's second model: its own copy of a model, optimizer and sampler."""
 
     def __init__(self, ctx: SecondModelContext):
@@ -105,7 +105,7 @@ class RankerTrainer:
         self.last_batch: cosearch.RankerBatch | None = None
         """The last `train_step`'s scores, groups and advantages, over the whole step's calls."""
 
-    gathers_env_calls = True
+    gathers_env_calls: bool = True
     """The ranker is called from inside `env.step`, through a `GatheringBackend`: the trainer steps a turn's
     episodes side by side (`RolloutConfig.gather_env_calls`), so one turn's ranker calls are one batch."""
 
@@ -149,6 +149,11 @@ class RankerTrainer:
         self.policy.mark_updated()
         return {"ranker_cold_start/steps": float(len(losses)), "ranker_cold_start/loss_first": losses[0],
                 "ranker_cold_start/loss_last": losses[-1]}
+
+    @property
+    def token_budget(self) -> int:
+        """Tokens one ranker output may take: the config's `ranker_max_tokens`, within the sampler's cap."""
+        return min(self.config.ranker_max_tokens, self.backend.max_tokens)
 
     def begin_step(self) -> None:
         self.backend.clear()
@@ -196,10 +201,11 @@ class RankerTrainer:
         optimizer, scheduler = self.optimizers["ranker"]
         optimizer.zero_grad(set_to_none=True)
         c = self.config
-        stats = self.ctx.policy_gradient_step(model, gens, targets, pad_id=self.policy.tokenizer.pad_token_id,
-                                              micro_batch=self.ctx.micro_batch, eps_low=c.eps_low, eps_high=c.eps_high,
-                                              aggregation=c.aggregation, temperature=self.backend.temperature,
-                                              clip_ratio_c=c.clip_ratio_c, kl_coef=c.kl_coef, reference=self.reference)
+        # The loss and its settings are the learner's, read from its config as for the policy; the ranker's
+        # own generation budget is the norm length of seq-mean-token-sum-norm (Dr.GRPO).
+        stats = self.ctx.policy_gradient_step(model, gens, targets, c.loss_settings(self.token_budget),
+                                              pad_id=self.policy.tokenizer.pad_token_id, micro_batch=self.ctx.micro_batch,
+                                              temperature=self.backend.temperature, reference=self.reference)
         if stats.loss_tokens:
             torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], self.ctx.max_grad_norm)
             optimizer.step()

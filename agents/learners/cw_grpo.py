@@ -40,7 +40,7 @@ from agents.learners.batch import LearnerBatch, Trajectory
 from agents.learners.grpo import GRPOConfig
 from agents.learners.registry import EnvNeeds, register_learner
 from agents.learners.grpo import batch_advantages as grpo_batch_advantages
-from searchgym.errors import ConfigError
+from searchgym.errors import BatchError, ConfigError
 from searchgym.info import StepInfo, TurnLabels
 
 logger = logging.getLogger(__name__)
@@ -91,7 +91,7 @@ def contribution_weights(
     if not alpha >= 0:
         raise ConfigError(f"alpha must be >= 0, got {alpha}")
     if any(p not in (0, 1) for p in contributions):
-        raise ConfigError(f"contribution labels must be 0 or 1, got {list(contributions)}")
+        raise BatchError(f"contribution labels must be 0 or 1, got {list(contributions)}")
     n = len(contributions)
     if n == 0:
         return []
@@ -139,7 +139,7 @@ def round_contributions(infos: Sequence[StepInfo]) -> tuple[list[int], bool]:
     only fill them there), else from each step's `labels`.
     """
     if not infos:
-        raise ConfigError("a trajectory needs at least one step info")
+        raise BatchError("a trajectory needs at least one step info")
     episode = infos[-1].get("episode")
     labels: Sequence[TurnLabels | None]
     if episode is not None and len(episode.get("turn_labels", ())) == len(infos):
@@ -175,7 +175,7 @@ def token_advantages(
     trailing round the env never saw when the rollout ran over its token budget)."""
     advantages = [float(a) for a in outcome_advantages]
     if not len(advantages) == len(trajectories) == len(spans):
-        raise ConfigError(
+        raise BatchError(
             f"{len(advantages)} outcome advantages, {len(trajectories)} trajectories "
             f"and {len(spans)} span lists must match"
         )

@@ -35,7 +35,7 @@ from agents.learners.grpo import GRPOConfig, RewardKey, grpo_advantages, outcome
 from agents.learners.registry import EnvNeeds, register_learner
 from searchgym.entities import relative_rates
 from searchgym.envs.search_qa import EntityMatch
-from searchgym.errors import ConfigError
+from searchgym.errors import BatchError, ConfigError
 from searchgym.info import StepInfo
 
 __all__ = ["EGRPOConfig", "batch_advantages", "entity_aware_rewards", "entity_rate", "format_error", "group_rewards", "loss_mask"]
@@ -78,14 +78,14 @@ def entity_aware_rewards(
     """
     size = len(correct)
     if not (len(rates) == len(format_error) == len(overlong) == size):
-        raise ConfigError(
+        raise BatchError(
             f"one value per rollout needed: {size} correct, {len(rates)} rates, "
             f"{len(format_error)} format flags, {len(overlong)} over-long flags"
         )
     if not 0 <= alpha <= 1:
         raise ConfigError(f"alpha must be in [0, 1], got {alpha}")
     if any(not 0 <= r <= 1 for r in rates):
-        raise ConfigError(f"entity match rates must be in [0, 1], got {list(rates)}")
+        raise BatchError(f"entity match rates must be in [0, 1], got {list(rates)}")
     gamma_hat = relative_rates(rates)
     rewards = []
     for ok, g, bad_format, too_long in zip(correct, gamma_hat, format_error, overlong):
@@ -128,7 +128,7 @@ def group_rewards(
     """E-GRPO rewards of one group from its trajectories' step infos and the rollouts' over-long flags
     (the rollout knows when a generation hit its token budget; the env does not)."""
     if len(overlong) != len(trajectories):
-        raise ConfigError(f"{len(overlong)} over-long flags for {len(trajectories)} trajectories")
+        raise BatchError(f"{len(overlong)} over-long flags for {len(trajectories)} trajectories")
     correct = [bool(infos) and outcome_reward(infos, reward_key) >= 1.0 for infos in trajectories]
     return entity_aware_rewards(
         correct,

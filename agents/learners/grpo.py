@@ -2,7 +2,8 @@
 
 Per question, G rollouts are sampled. Each gets an outcome reward r_i from the env's step info (exact
 match of the final answer by default), and one advantage A_i = (r_i - mean(r)) / (std(r) + eps) over its
-group, applied to every token the policy sampled. The loss is the clipped surrogate of `agents.core`.
+group, applied to every token the policy sampled. The loss is the clipped surrogate of `agents.core`, the
+registered policy loss `clipped` (`GRPOConfig.policy_loss`; a learner may name another).
 
 Options every learner inherits (all in `GRPOConfig`):
 1. DAPO clip-higher: eps_low 0.2, eps_high 0.28 (set both to 0.2 for PPO/GRPO's symmetric clip).
@@ -20,14 +21,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import ClassVar, Literal, get_args
 
 import torch
 
-from agents.core import AGGREGATIONS, AdvantageScale, Aggregation, dynamic_sampling_mask, group_advantages
+from agents.core import AGGREGATIONS, AdvantageScale, Aggregation, LossSettings, dynamic_sampling_mask, group_advantages
 from agents.learners.batch import LearnerBatch, Trajectory
 from agents.learners.registry import register_learner
-from searchgym.errors import ConfigError
+from searchgym.errors import BatchError, ConfigError
 from searchgym.info import StepInfo
 
 __all__ = ["REWARD_KEYS", "GRPOConfig", "RewardKey", "batch_advantages", "grpo_advantages", "outcome_reward"]
@@ -41,6 +42,10 @@ REWARD_KEYS: tuple[str, ...] = get_args(RewardKey)
 @dataclass
 class GRPOConfig:
     """The GRPO core's options; the other learners' configs extend this one."""
+
+    policy_loss: ClassVar[str] = "clipped"
+    """The registered policy loss (`agents.core.register_policy_loss`) that trains every model of the learner:
+    the clipped PPO / GRPO / DAPO loss here; a learner with another loss names it in its config class."""
 
     reward_key: RewardKey = "em"
     """The outcome reward read from step info."""
@@ -82,6 +87,15 @@ class GRPOConfig:
             raise ConfigError(f"kl_coef must be >= 0 (0 = KL-free), got {self.kl_coef}")
         if self.clip_ratio_c is not None and not self.clip_ratio_c > 1:
             raise ConfigError(f"clip_ratio_c must be > 1 (verl uses 3), or None for no dual clip; got {self.clip_ratio_c}")
+        self.loss_settings()  # the loss's own checks of these settings, before any step
+
+    def loss_settings(self, token_budget: int | None = None) -> LossSettings:
+        """The policy loss's settings, read from this config: the one place they are, for every model the
+        learner trains (the policy in the trainer, COSEARCH's ranker in `cosearch_ranker`). `token_budget` is
+        that model's generation budget, the norm length of `seq-mean-token-sum-norm` (Dr.GRPO)."""
+        return LossSettings(name=self.policy_loss, eps_low=self.eps_low, eps_high=self.eps_high,
+                            aggregation=self.aggregation, kl_coef=self.kl_coef, clip_ratio_c=self.clip_ratio_c,
+                            norm_length=token_budget)
 
 
 def outcome_reward(infos: Sequence[StepInfo], key: RewardKey = "em") -> float:
@@ -94,7 +108,7 @@ def outcome_reward(infos: Sequence[StepInfo], key: RewardKey = "em") -> float:
     if key not in REWARD_KEYS:
         raise ConfigError(f"reward key must be one of {REWARD_KEYS}, got {key!r}")
     if not infos:
-        raise ConfigError("a trajectory needs at least one step info to be scored")
+        raise BatchError("a trajectory needs at least one step info to be scored")
     last = infos[-1]
     episode = last.get("episode")
     if episode is not None and key in episode:

@@ -22,9 +22,10 @@ The trainer never compares a learner's name: what differs between learners is in
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 
@@ -64,40 +65,46 @@ class EnvNeeds:
         return dict(self.env_options(learner_config)) if self.env_options is not None else {}
 
 
-class SecondModel(Protocol):
-    """A second model a learner trains beside the policy (COSEARCH's ranker). The trainer holds it, puts
-    `models` and `optimizers` into every checkpoint, builds envs with `env_options`, calls `begin_step`
-    before each step's rollouts and `train_step` after the policy's update.
-
-    Optionally it has `cold_start(env) -> dict[str, float]`: supervised training before RL, which the trainer
-    calls once in a run that starts from step 0 (never on resume: the checkpoint holds the trained weights),
-    with its training env, and whose namespaced metrics go into the step-0 metrics line.
-
-    Optionally it has `gathers_env_calls = True`: its env options call a model from inside `env.step`
-    through a `searchgym.backends.gather.GatheringBackend`, and the trainer steps each turn's episodes side
-    by side (`RolloutConfig.gather_env_calls`) so that those calls go out as one batch."""
+class SecondModel(ABC):
+    """A second model a learner trains beside the policy (COSEARCH's ranker): a subclass of this class, which
+    declares every member the trainer uses. The trainer holds it, puts `models` and `optimizers` into every
+    checkpoint, builds envs with `env_options`, reads `gathers_env_calls` when it builds the rollout engine, calls
+    `cold_start` once in a run that starts from step 0, `begin_step` before each step's rollouts and
+    `train_step` after the policy's update. A subclass must implement the abstract methods; `cold_start` and
+    `gathers_env_calls` have defaults (no cold start, no gathering) to override."""
 
     models: dict[str, torch.nn.Module]
     """Checkpointed weights, by a name other than "policy"."""
     optimizers: dict[str, tuple[Any, Any]]
     """(optimizer, scheduler) per name in `models`."""
 
+    gathers_env_calls: bool = False
+    """True when its env options call a model from inside `env.step` through a
+    `searchgym.backends.gather.GatheringBackend`: the trainer then steps each turn's episodes side by side
+    (`RolloutConfig.gather_env_calls`) so that those calls go out as one batch."""
+
+    def cold_start(self, env: Any) -> dict[str, float]:
+        """Supervised training before RL, with the trainer's training env; returns namespaced metrics for the
+        step-0 metrics line. The trainer calls it once in a run that starts from step 0, never on resume (the
+        checkpoint holds the trained weights). By default there is none: no steps, no metrics."""
+        return {}
+
+    @abstractmethod
     def env_options(self) -> dict[str, Any]:
         """`gym.make` keyword arguments that put the model into the env (e.g. a ranker)."""
-        ...
 
+    @abstractmethod
     def begin_step(self) -> None:
         """Forget what the previous step recorded."""
-        ...
 
+    @abstractmethod
     def train_step(self, trajectories: Sequence[Trajectory], env: Any) -> dict[str, float]:
         """Update on this step's trajectories (the env is the trainer's training env); returns namespaced
         metrics."""
-        ...
 
+    @abstractmethod
     def mark_restored(self) -> None:
         """Called after a checkpoint restored `models`: samplers must drop what they cached."""
-        ...
 
 
 @dataclass(frozen=True)
@@ -118,10 +125,11 @@ class SecondModelContext:
     optimizer: Callable[[torch.nn.Module], tuple[Any, Any]]
     """model -> (optimizer, scheduler) with the run's learning rate and warm-up."""
     policy_gradient_step: Callable[..., Any]
-    """`agents.train.update.policy_gradient_step`. In a distributed run, its data-parallel form: called by
-    every rank on its own rows, it divides by the whole step's loss denominator, leaves in `.grad` the
-    gradient summed over the ranks (the one a single process would get from all rows) and returns the
-    stats over every rank; every rank then clips and steps alike."""
+    """`agents.train.update.policy_gradient_step(model, trajectories, targets, settings, ...)`, `settings` being
+    `learner_config.loss_settings(token_budget)` (the loss and its settings, read as for the policy). In a
+    distributed run, its data-parallel form: called by every rank on its own rows, it divides by the whole
+    step's loss denominator, leaves in `.grad` the gradient summed over the ranks (the one a single process
+    would get from all rows) and returns the stats over every rank; every rank then clips and steps alike."""
     supervised_step: Callable[..., float] | None = None
     """`agents.train.sft.sft_step`: accumulates the gradient of the masked negative log-likelihood of
     examples (`token_ids`, `loss_mask`) and returns the loss; what a second model's cold start trains with."""
@@ -149,9 +157,20 @@ class LearnerSpec:
     """(trajectories in group-major order, config) -> `LearnerBatch`."""
     needs: EnvNeeds = EnvNeeds()
     second_model: Callable[[SecondModelContext], SecondModel] | None = None
-    """Builds the second trained model, or None."""
+    """Builds the second trained model (an instance of a `SecondModel` subclass), or None."""
     summary: str = ""
     """One line for `--help` and reports; defaults to the first line of the batch function's docstring."""
+
+    def make_second_model(self, ctx: SecondModelContext) -> SecondModel | None:
+        """The learner's second model built with `ctx`, or None when it has none. A factory that returns anything
+        but a `SecondModel` is a `ConfigError`: the trainer calls the members that class declares."""
+        if self.second_model is None:
+            return None
+        model = self.second_model(ctx)
+        if not isinstance(model, SecondModel):
+            raise ConfigError(f"learner {self.name!r}: its second_model factory returned a {type(model).__name__}, not an instance "
+                              "of an agents.learners.registry.SecondModel subclass: make its class one")
+        return model
 
 
 _REGISTRY: dict[str, LearnerSpec] = {}
@@ -190,7 +209,7 @@ def unregister_learner(name: str) -> None:
 
 
 def _load_builtin() -> None:
-    import agents.learners  # noqa: F401  (the four reference learners register on import)
+    import agents.learners  # noqa: F401  (the reference learners register on import)
 
 
 def get_learner(name: str) -> LearnerSpec:

@@ -42,8 +42,9 @@ import numpy as np
 import torch
 
 import searchgym  # noqa: F401  (registers the env ids)
+from agents.core import LossSettings
 from agents.learners.batch import LearnerBatch
-from agents.learners.registry import SecondModelContext, learner_for_config
+from agents.learners.registry import SecondModel, SecondModelContext, learner_for_config
 from agents.memory import peak_rss_gb, tune_allocator
 from agents.policies.hf import HFPolicy, HFPolicyConfig
 from agents.rollout import RolloutEngine
@@ -123,17 +124,16 @@ class Trainer:
         if self.accelerator is not None and self.sharded is None:
             self.wrapped, optimizer, scheduler = self.accelerator.prepare(self.model, *self.optimizers["policy"])
             self.optimizers["policy"] = (optimizer, scheduler)
-        self.second_model = None
+        self.second_model: SecondModel | None = self.learner.make_second_model(SecondModelContext(
+            learner_config=self.learner_config, policy_model=config.model, seed=config.seed, device=config.device,
+            micro_batch=config.optim.micro_batch, max_grad_norm=config.optim.max_grad_norm,
+            load_model=self._load_second_model, optimizer=self._optimizer,
+            policy_gradient_step=policy_gradient_step if self.accelerator is None else self._data_parallel_step,
+            supervised_step=sft_step, rank=self.rank,
+            gather_objects=None if self.accelerator is None else self._gather_objects,
+            synchronize=None if self.accelerator is None else self._synchronize))
         """The learner's second trained model (COSEARCH's ranker), or None."""
-        if self.learner.second_model is not None:
-            self.second_model = self.learner.second_model(SecondModelContext(
-                learner_config=self.learner_config, policy_model=config.model, seed=config.seed, device=config.device,
-                micro_batch=config.optim.micro_batch, max_grad_norm=config.optim.max_grad_norm,
-                load_model=self._load_second_model, optimizer=self._optimizer,
-                policy_gradient_step=policy_gradient_step if self.accelerator is None else self._data_parallel_step,
-                supervised_step=sft_step, rank=self.rank,
-                gather_objects=None if self.accelerator is None else self._gather_objects,
-                synchronize=None if self.accelerator is None else self._synchronize))
+        if self.second_model is not None:
             self.models.update(self.second_model.models)
             self.optimizers.update(self.second_model.optimizers)
 
@@ -142,7 +142,7 @@ class Trainer:
             self.env = self._make_env("train")
         self.num_questions = len(self.env.unwrapped.records)
         rollout = replace(config.rollout, seed=config.seed,
-                          gather_env_calls=config.rollout.gather_env_calls or getattr(self.second_model, "gathers_env_calls", False))
+                          gather_env_calls=config.rollout.gather_env_calls or (self.second_model is not None and self.second_model.gathers_env_calls))
         self.engine = RolloutEngine(self.rollout_policy, lambda: self._make_env("train"), rollout)
         self.sync_weights = WeightSync(config, self.model, self.tokenizer, self.rollout_policy, self.out, self.accelerator, self.is_main,
                                        sharded=self.sharded)
@@ -161,14 +161,15 @@ class Trainer:
             self.close()
             raise
 
-    def _data_parallel_step(self, model: torch.nn.Module, trajectories: Sequence, targets: LearnerBatch, **kwargs) -> UpdateStats:
+    def _data_parallel_step(self, model: torch.nn.Module, trajectories: Sequence, targets: LearnerBatch, settings: LossSettings,
+                            **kwargs) -> UpdateStats:
         """`policy_gradient_step` of a second model (a whole replica on every rank) over the whole step: this
         rank's rows with the step's denominator, then the gradients summed over ranks (see `update`)."""
         acc = self.accelerator
         rows, tokens = loss_rows(trajectories, targets)
         total_tokens, total_rows = all_reduce_sum(acc, [tokens, len(rows)])
-        denominator = total_tokens if kwargs.get("aggregation", "token-mean") == "token-mean" else total_rows
-        local = policy_gradient_step(model, trajectories, targets, denominator=denominator, **kwargs)
+        local = policy_gradient_step(model, trajectories, targets, settings, denominator=settings.denominator(total_tokens, total_rows),
+                                     **kwargs)
         sum_gradients(acc, model.parameters())
         return global_stats(acc, local, total_tokens)
 
@@ -286,27 +287,30 @@ class Trainer:
         c, lc = self.config, self.learner_config
         optimizer, scheduler = self.optimizers["policy"]
         optimizer.zero_grad(set_to_none=True)
-        kwargs = {"pad_id": self.tokenizer.pad_token_id, "micro_batch": c.optim.micro_batch, "eps_low": lc.eps_low, "eps_high": lc.eps_high,
-                  "aggregation": lc.aggregation, "kl_coef": lc.kl_coef, "reference": self.reference, "norm_length": c.rollout.max_response_tokens,
-                  "temperature": c.rollout.temperature, "clip_ratio_c": lc.clip_ratio_c}
+        # The loss's settings come from the learner's config, as for its second model; the policy's generation
+        # budget is the norm length of seq-mean-token-sum-norm (Dr.GRPO).
+        settings = lc.loss_settings(c.rollout.max_response_tokens)
+        kwargs = {"pad_id": self.tokenizer.pad_token_id, "micro_batch": c.optim.micro_batch, "reference": self.reference,
+                  "temperature": c.rollout.temperature}
         params = [p for p in self.model.parameters() if p.requires_grad]
         acc = self.accelerator
         if acc is None:
-            stats = policy_gradient_step(self.model, trajectories, targets, **kwargs)
+            stats = policy_gradient_step(self.model, trajectories, targets, settings, **kwargs)
             grad_norm = torch.nn.utils.clip_grad_norm_(params, c.optim.max_grad_norm)
         else:
             rows, tokens = loss_rows(trajectories, targets)
             total_tokens, total_rows = all_reduce_sum(acc, [tokens, len(rows)])
-            denominator = total_tokens if lc.aggregation == "token-mean" else total_rows
+            denominator = settings.denominator(total_tokens, total_rows)
             if self.sharded is not None:
                 # FSDP2 sums the ranks' gradients after each pass; ranks with fewer micro-batches pad (agents.train.fsdp).
                 root = self.sharded.root
                 local, grad_norm = self.sharded.accumulate(
                     len(rows), c.optim.micro_batch, self.tokenizer.pad_token_id, c.optim.max_grad_norm,
-                    lambda: policy_gradient_step(root, trajectories, targets, denominator=denominator, logprobs=root, **kwargs))
+                    lambda: policy_gradient_step(root, trajectories, targets, settings, denominator=denominator, logprobs=root, **kwargs))
             else:
                 with acc.no_sync(self.wrapped):
-                    local = policy_gradient_step(self.model, trajectories, targets, denominator=denominator, backward=acc.backward, **kwargs)
+                    local = policy_gradient_step(self.model, trajectories, targets, settings, denominator=denominator, backward=acc.backward,
+                                                 **kwargs)
                 sum_gradients(acc, params)
                 grad_norm = acc.clip_grad_norm_(params, c.optim.max_grad_norm)
             stats = global_stats(acc, local, total_tokens)
@@ -324,9 +328,8 @@ class Trainer:
             self.policy.mark_updated()
             self.sync_weights()
             line.update({"cold_start/loss_first": losses[0], "cold_start/loss_last": losses[-1]})
-        second_cold_start = getattr(self.second_model, "cold_start", None)
-        if second_cold_start is not None:
-            line.update(second_cold_start(self.env))
+        if self.second_model is not None:
+            line.update(self.second_model.cold_start(self.env))
         if line:
             self._log({"step": 0, **line})
         return losses

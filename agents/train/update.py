@@ -1,4 +1,4 @@
-"""One policy-gradient update from trajectories and learner targets."""
+"""One policy-gradient update from trajectories and learner targets, with the learner's registered loss."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from functools import partial
 
 import torch
 
-from agents.core import clipped_policy_loss
+from agents.core import LossSettings, get_policy_loss
 from agents.learners.batch import LearnerBatch
 from agents.rollout.batch import token_logprobs
 
@@ -24,7 +24,7 @@ def pad_batch(rows: Sequence[Sequence[float] | Sequence[int] | torch.Tensor], pa
 
 def loss_rows(trajectories: Sequence, targets: LearnerBatch) -> tuple[list[int], int]:
     """(rows, tokens): the trajectories that enter the loss (included, with at least one policy token) and
-    their policy tokens. The aggregation's denominator is `tokens` (token-mean) or `len(rows)`."""
+    their policy tokens. The aggregation's denominator is `LossSettings.denominator(tokens, len(rows))`."""
     rows = [i for i, keep in enumerate(targets.include) if keep and sum(trajectories[i].loss_mask) > 0]
     return rows, sum(sum(trajectories[i].loss_mask) for i in rows)
 
@@ -43,32 +43,30 @@ def policy_gradient_step(
     model: torch.nn.Module,
     trajectories: Sequence,
     targets: LearnerBatch,
+    settings: LossSettings,
     *,
     pad_id: int,
     micro_batch: int,
-    eps_low: float,
-    eps_high: float,
-    aggregation: str,
-    kl_coef: float = 0.0,
     reference: torch.nn.Module | None = None,
-    norm_length: int | None = None,
     temperature: float = 1.0,
     denominator: float | None = None,
     backward: Callable[[torch.Tensor], None] | None = None,
-    clip_ratio_c: float | None = None,
     logprobs: Callable[..., torch.Tensor] | None = None,
 ) -> UpdateStats:
-    """Accumulate the clipped-loss gradient of every included trajectory into `model`'s `.grad`.
+    """Accumulate the policy loss's gradient over every included trajectory into `model`'s `.grad`.
 
-    The sampler's logprobs are the old policy (one update per batch of fresh rollouts, as GRPO does), the
-    loss mask is the rollout's explicit one, and the denominator of the aggregation is the whole step's,
-    so micro-batching gives the same gradient as one big batch. Does not step the optimizer.
+    The loss is the registered one `settings` names, with those settings (`GRPOConfig.loss_settings`, the
+    learner's one reading of its config); its k3 KL is taken to `reference` when `settings.kl_coef > 0`. The
+    sampler's logprobs are the old policy (one update per batch of fresh rollouts, as GRPO does), the loss
+    mask is the rollout's explicit one, and the denominator of the aggregation is the whole step's, so
+    micro-batching gives the same gradient as one big batch. Does not step the optimizer.
 
-    Data parallel: `denominator` is the whole step's over every rank (see `loss_rows`), so the sum of the
-    ranks' gradients is the single-process one; `backward` replaces `loss.backward()` (e.g. an
-    `Accelerator`'s); `logprobs(ids, attention, temperature=..., positions=...)` replaces
-    `token_logprobs(model, ...)` (a sharded model's root, `agents.train.fsdp`). The stats are then this rank's share: `loss` and `kl` sum over ranks, the clip
-    fractions and the mean ratio are means over `loss_tokens`.
+    Data parallel: `denominator` is the whole step's over every rank (`settings.denominator` of the summed
+    `loss_rows`), so the sum of the ranks' gradients is the single-process one; `backward` replaces
+    `loss.backward()` (e.g. an `Accelerator`'s); `logprobs(ids, attention, temperature=..., positions=...)`
+    replaces `token_logprobs(model, ...)` (a sharded model's root, `agents.train.fsdp`). The stats are then
+    this rank's share: `loss` and `kl` sum over ranks, the clip fractions and the mean ratio are means over
+    `loss_tokens`.
     """
     rows, total_tokens = loss_rows(trajectories, targets)
     if not rows:
@@ -77,7 +75,9 @@ def policy_gradient_step(
     # moves float rounding.
     rows = sorted(rows, key=lambda i: len(trajectories[i].token_ids))
     if denominator is None:
-        denominator = total_tokens if aggregation == "token-mean" else len(rows)
+        denominator = settings.denominator(total_tokens, len(rows))
+    loss_fn = get_policy_loss(settings.name)
+    with_kl = reference is not None and settings.kl_coef > 0
     device = next(model.parameters()).device
     if logprobs is None:
         logprobs = partial(token_logprobs, model)
@@ -92,13 +92,10 @@ def policy_gradient_step(
         advantages = pad_batch(adv, 0.0, torch.float32).to(device)
         new = logprobs(ids, attention, temperature=temperature, positions=mask)
         ref = None
-        if reference is not None and kl_coef > 0:
+        if with_kl:
             with torch.no_grad():
                 ref = token_logprobs(reference, ids, attention, temperature=temperature, positions=mask)
-        out = clipped_policy_loss(
-            new, old, advantages, mask, eps_low=eps_low, eps_high=eps_high, aggregation=aggregation,
-            ref_logprobs=ref, kl_coef=kl_coef, denominator=denominator, norm_length=norm_length, clip_ratio_c=clip_ratio_c,
-        )
+        out = loss_fn(new, old, advantages, mask, settings, ref_logprobs=ref, denominator=denominator)
         if backward is None:
             out.loss.backward()
         else:
@@ -112,7 +109,7 @@ def policy_gradient_step(
         sums["ratio"] += float(out.ratio_mean) * tokens
     return UpdateStats(
         loss=sums["loss"],
-        kl=sums["kl"] if reference is not None and kl_coef > 0 else None,
+        kl=sums["kl"] if with_kl else None,
         clip_frac_high=sums["high"] / total_tokens,
         clip_frac_low=sums["low"] / total_tokens,
         ratio_mean=sums["ratio"] / total_tokens,

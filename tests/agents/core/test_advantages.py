@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from agents.core import dynamic_sampling_mask, group_advantages, group_stats
-from searchgym.errors import ConfigError
+from searchgym.errors import BatchError, ConfigError
 
 
 def test_grpo_advantage_one_correct_of_four():
@@ -72,9 +72,9 @@ def test_integer_rewards_are_accepted():
 
 
 def test_bad_layout_and_options_raise():
-    with pytest.raises(ConfigError, match="num_groups, G"):
+    with pytest.raises(BatchError, match="num_groups, G"):
         group_advantages(torch.tensor([1.0, 0.0]))
-    with pytest.raises(ConfigError, match="both be"):
+    with pytest.raises(BatchError, match="both be"):
         group_advantages(torch.tensor([1.0, 0.0]), torch.tensor([0, 0, 1]))
     with pytest.raises(ConfigError, match="scale"):
         group_advantages(torch.tensor([[1.0, 0.0]]), scale="batch")  # type: ignore[arg-type]

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from agents.core import aggregate, clipped_policy_loss, clipped_surrogate, k3_kl
-from searchgym.errors import ConfigError
+from searchgym.errors import BatchError, ConfigError
 
 # Two sequences of three tokens. old log-probs are 0, so ratio = exp(logp) and logp = log(ratio).
 # Row 0 has A = +1, ratios [1.5, 0.7, 1.1]; row 1 has A = -1, ratios [0.5, 1.2, 2.0] with its last
@@ -151,9 +151,9 @@ def test_kl_needs_a_reference_and_shapes_are_checked():
     lp, old, adv, mask = batch()
     with pytest.raises(ConfigError, match="ref_logprobs"):
         clipped_policy_loss(lp, old, adv, mask, kl_coef=0.1)
-    with pytest.raises(ConfigError, match="advantages"):
+    with pytest.raises(BatchError, match="advantages"):
         clipped_policy_loss(lp, old, torch.ones(3), mask)
-    with pytest.raises(ConfigError, match="loss_mask"):
+    with pytest.raises(BatchError, match="loss_mask"):
         clipped_policy_loss(lp, old, adv, torch.ones(2, 4))
     with pytest.raises(ConfigError, match="aggregation"):
         aggregate(torch.ones(2, 3), torch.ones(2, 3), "sum")  # type: ignore[arg-type]

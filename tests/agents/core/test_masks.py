@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from agents.core import broadcast_round_advantages, drop_rollouts, rollout_drop_mask
-from searchgym.errors import ConfigError
+from searchgym.errors import BatchError
 
 
 def test_drop_mask_defaults_to_overlong_only():
@@ -18,7 +18,7 @@ def test_drop_rollouts_zeroes_rows_and_keeps_dtype():
     out = drop_rollouts(mask, [False, True, False])
     assert out.dtype == torch.uint8
     assert out.tolist() == [[0, 1, 1], [0, 0, 0], [1, 0, 1]]
-    with pytest.raises(ConfigError, match="one flag per rollout"):
+    with pytest.raises(BatchError, match="one flag per rollout"):
         drop_rollouts(mask, [True])
 
 
@@ -42,5 +42,5 @@ def test_round_advantages_fill_their_spans_only():
     ],
 )
 def test_bad_spans_raise(advs, spans, message):
-    with pytest.raises(ConfigError, match=message):
+    with pytest.raises(BatchError, match=message):
         broadcast_round_advantages(advs, spans, seq_len=8)

@@ -15,7 +15,7 @@ from agents.learners.cosearch import (
     select_groups,
 )
 from searchgym.corpus import Document
-from searchgym.errors import ConfigError
+from searchgym.errors import BatchError, ConfigError
 from searchgym.rankers.llm import LLMRanker
 from searchgym.retrieval.base import Hit
 from tests.agents.learners.infos import step
@@ -201,15 +201,15 @@ def test_calls_from_trajectory_skips_steps_without_a_ranker():
 
 def test_from_info_errors_say_what_is_missing():
     record = _llm_record("<reason>r</reason><rerank>[1] > [2] > [3]</rerank>")
-    with pytest.raises(ConfigError, match="texts="):
+    with pytest.raises(BatchError, match="texts="):
         RankerCall.from_info(record)
-    with pytest.raises(ConfigError, match="no text for candidate"):
+    with pytest.raises(BatchError, match="no text for candidate"):
         RankerCall.from_info(record, texts={"d0": "x"})
-    with pytest.raises(ConfigError, match="lacks"):
+    with pytest.raises(BatchError, match="lacks"):
         RankerCall.from_info({"query": "q"})
     with_texts = dict(record, candidate_texts=list(TEXTS))
     assert RankerCall.from_info(with_texts).candidate_texts == TEXTS
-    with pytest.raises(ConfigError, match="distinct positions"):
+    with pytest.raises(BatchError, match="distinct positions"):
         call((0, 9))
     with pytest.raises(ConfigError, match="min_group_size"):
         CoSearchConfig(min_group_size=1)

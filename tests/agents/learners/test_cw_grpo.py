@@ -10,7 +10,7 @@ from agents.learners.cw_grpo import (
     token_advantages,
     trajectory_round_advantages,
 )
-from searchgym.errors import ConfigError
+from searchgym.errors import BatchError, ConfigError
 from tests.agents.learners.infos import labels, trajectory
 
 INF = math.inf
@@ -112,17 +112,17 @@ def test_token_advantages_broadcast_rounds_to_spans():
     out = token_advantages([cut, []], [0.3, -0.2], [[(0, 1), (2, 4)], [(0, 3)]], seq_len=4)
     assert out[0].tolist() == pytest.approx([0.6, 0.0, 0.0, 0.0])
     assert out[1].tolist() == pytest.approx([-0.2, -0.2, -0.2, 0.0])  # nothing reached the env
-    with pytest.raises(ConfigError, match="outcome advantages"):
+    with pytest.raises(BatchError, match="outcome advantages"):
         token_advantages([traj_a], [0.5, 0.1], [[(0, 1), (1, 2)]], seq_len=2)
 
 
 def test_bad_inputs_raise():
-    with pytest.raises(ConfigError, match="0 or 1"):
+    with pytest.raises(BatchError, match="0 or 1"):
         contribution_weights([2, 0], 1.0)
     with pytest.raises(ConfigError, match="alpha"):
         contribution_weights([1, 0], 1.0, alpha=-1.0)
     with pytest.raises(ConfigError, match="alpha"):
         CWGRPOConfig(alpha=-0.5)
-    with pytest.raises(ConfigError):
+    with pytest.raises(BatchError):
         round_contributions([])
     assert CWGRPOConfig().alpha == INF and CWGRPOConfig().eps_high == 0.28

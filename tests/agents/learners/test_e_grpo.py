@@ -10,7 +10,7 @@ from agents.learners.e_grpo import (
     group_rewards,
     loss_mask,
 )
-from searchgym.errors import ConfigError
+from searchgym.errors import BatchError, ConfigError
 from tests.agents.learners.infos import trajectory
 
 NO = [False] * 4
@@ -95,11 +95,11 @@ def test_entity_rate_sources():
 
 
 def test_bad_inputs_raise():
-    with pytest.raises(ConfigError, match="one value per rollout"):
+    with pytest.raises(BatchError, match="one value per rollout"):
         entity_aware_rewards([True], [0.5, 0.5], format_error=[False], overlong=[False])
-    with pytest.raises(ConfigError, match="rates"):
+    with pytest.raises(BatchError, match="rates"):
         entity_aware_rewards([True], [1.5], format_error=[False], overlong=[False])
     with pytest.raises(ConfigError, match="alpha"):
         EGRPOConfig(alpha=1.5)
-    with pytest.raises(ConfigError, match="over-long flags"):
+    with pytest.raises(BatchError, match="over-long flags"):
         group_rewards([[]], [False, True])

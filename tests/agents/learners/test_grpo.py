@@ -5,7 +5,7 @@ import torch
 
 from agents.learners.grpo import GRPOConfig, grpo_advantages, outcome_reward
 from searchgym.envs import SearchQAEnv
-from searchgym.errors import ConfigError
+from searchgym.errors import BatchError, ConfigError
 from tests.agents.learners.infos import trajectory
 
 
@@ -22,7 +22,7 @@ def test_outcome_reward_without_summary_and_out_of_turns():
     del infos[-1]["episode"]
     assert outcome_reward(infos) == 1.0
     assert outcome_reward(trajectory(["search", "search"], [0, 1])) == 0.0
-    with pytest.raises(ConfigError):
+    with pytest.raises(BatchError):
         outcome_reward([])
     with pytest.raises(ConfigError, match="reward key"):
         outcome_reward(infos, "bleu")  # type: ignore[arg-type]

@@ -30,6 +30,7 @@ def test_selected_positions_match_full_logprobs():
 
 def _gradients(micro_batch: int, checkpointing: bool) -> dict[str, torch.Tensor]:
     """The gradient of one clipped-loss step over five trajectories of different lengths."""
+    from agents.core import LossSettings
     from agents.learners.batch import LearnerBatch
     from agents.models import TinyModelConfig
     from agents.rollout.trajectory import Segment, Trajectory
@@ -51,8 +52,8 @@ def _gradients(micro_batch: int, checkpointing: bool) -> dict[str, torch.Tensor]
         trajectories.append(Trajectory(0, i, "q", None, None, ids, mask, old, [Segment("prompt", 0, 4, "", -1)], [], {}, 0.0, "answered"))
         advantages.append(torch.full((length,), (-1.0) ** i * (i + 1) / 3))
     targets = LearnerBatch(advantages=advantages, include=[True] * 5, rewards=[0.0] * 5)
-    policy_gradient_step(model, trajectories, targets, pad_id=tok.pad_token_id, micro_batch=micro_batch, eps_low=0.2, eps_high=0.28,
-                         aggregation="token-mean")
+    settings = LossSettings(eps_low=0.2, eps_high=0.28, aggregation="token-mean")
+    policy_gradient_step(model, trajectories, targets, settings, pad_id=tok.pad_token_id, micro_batch=micro_batch)
     return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
 
 
