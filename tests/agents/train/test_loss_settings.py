@@ -51,7 +51,7 @@ def test_a_loss_option_reaches_the_policy_and_the_ranker_update(tmp_path, record
     # generation budget: the policy's max_response_tokens (64 in tiny_config), the ranker's ranker_max_tokens.
     learner = RecordedCoSearchConfig(eps_low=0.15, eps_high=0.37, clip_ratio_c=2.5, kl_coef=0.002,
                                      aggregation="seq-mean-token-sum-norm", ranker_max_tokens=40, ranker_cold_start_steps=0)
-    trainer = Trainer(tiny_config(tmp_path, learner=learner, top_k=2))
+    trainer = Trainer(tiny_config(tmp_path, learner=learner, env={"top_k": 2}))
     try:
         assert trainer.config.learner_name == "recorded-cosearch"
         trajectories = trainer.rollout_share([0], 0)
