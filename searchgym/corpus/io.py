@@ -3,14 +3,19 @@
 Formats, chosen by extension and, for jsonl, by the first record's fields:
 
 - jsonl with `id` and `contents` (`"Title"\\ntext`), as FlashRAG and Search-R1 ship wiki-18;
-- jsonl with `id`, `title` and `text`;
+- jsonl with `id`, `title` and `text` (BEIR's `corpus.jsonl`: `_id`, `title`, `text`);
 - one JSON list of such objects (`.json` or `.jsonl` whose first character is `[`), as several multi-hop
   retrieval repositories ship their corpora (`[{"title": ..., "text": ...}, ...]`, often without ids);
-- DPR's tsv (`id<TAB>text<TAB>title` with a header line), as `psgs_w100.tsv`.
+- the KILT knowledge source (one page per line: `wikipedia_id`, `wikipedia_title`, `text` as a list of
+  paragraphs), one document per paragraph (`searchgym.corpus.kilt`);
+- DPR's tsv (`id<TAB>text<TAB>title` with a header line), as `psgs_w100.tsv`, read row by row.
 
-A document's id is its `id` (or `_id`, or `idx`). A record without one gets its 0-based position in the
-file as id, and the file gets one warning saying so. A file with no documents is a `DataError`: an empty
-corpus is never silently replaced by something else.
+A document's id is the first of its fields named in `ID_KEYS` (`id`, `_id`, `idx`, `doc_id`, `docid`,
+`pid`, `passage_id`, ...; for tsv, the first such column). A record without one gets its 0-based
+position in the file as id, and the file gets one warning saying so, which names any other field that
+looks like an id (`chunk_id`) so that it can be renamed. A file with no documents is a `DataError`: an
+empty corpus is never silently replaced by something else. Where a file ends inside a record, the error
+says it looks truncated.
 
 `iter_corpus_file` streams documents one at a time so that a 21M-passage file never has to be held as
 Python objects; `load_corpus` collects them into a `Corpus`.
@@ -28,12 +33,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from searchgym.corpus.corpus import Corpus, Document, split_contents
+from searchgym.corpus.kilt import is_kilt_page, kilt_page_documents
 from searchgym.errors import DataError, DataNotFoundError
 
 logger = logging.getLogger(__name__)
 
 csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
-_ID_KEYS = ("id", "_id", "idx")
+ID_KEYS = (
+    "id", "_id", "idx", "doc_id", "docid", "document_id", "pid", "passage_id", "para_id", "paragraph_id", "corpus_id"
+)
+"""The fields (and tsv columns) read as a document's id, the first present winning."""
+_TRUNCATED = "the file ends inside this record: it looks truncated (an interrupted download or copy?)"
 
 
 def _open_text(path: Path, encoding: str = "utf-8-sig"):
@@ -98,19 +108,30 @@ def _iter_json_list(path: Path) -> Iterator[Document]:
     warned = False
     for raw in iter_json_array(path):
         where = f"item {raw.number}"
+        if isinstance(raw.value, dict) and is_kilt_page(raw.value):
+            for doc in kilt_page_documents(raw.value, path, where):
+                _check_no_surrogates(doc, path, where)
+                yield doc
+            continue
         doc, derived = _document_from_json(raw.value, path, where, raw.number)
         if derived and not warned:
-            warned = _warn_derived_ids(path, where)
+            warned = _warn_derived_ids(path, where, raw.value)
         _check_no_surrogates(doc, path, where)
         yield doc
 
 
-def _warn_derived_ids(path: Path, where: str) -> bool:
+def _warn_derived_ids(path: Path, where: str, obj: dict) -> bool:
+    # A field such as `chunk_id` is not read as the id (a page-level `wikipedia_id` would repeat across
+    # passages), but the warning names it so that it can be renamed.
+    idlike = [k for k in obj if isinstance(k, str) and k.lower().endswith("id") and k not in ID_KEYS]
+    named = (f"; it has {', '.join(map(repr, idlike))}, which is not one of the id fields read ({', '.join(ID_KEYS)}): "
+             "rename it to 'id' to keep it") if idlike else ""
     logger.warning(
-        "%s: documents without an 'id' (the first at %s) get their 0-based position in the file as id; "
-        "gold_docs and caches then depend on the file's order",
+        "%s: documents without an id field (the first at %s) get their 0-based position in the file as id; "
+        "gold_docs and caches then depend on the file's order%s",
         path,
         where,
+        named,
     )
     return True
 
@@ -154,10 +175,17 @@ def _iter_jsonl(path: Path) -> Iterator[Document]:
                 raise DataError("the JSON is nested too deeply to read; is the file corrupt?", path=path, record=where) from None
             except ValueError as e:  # valid syntax Python still refuses, e.g. an integer of over 4300 digits
                 raise DataError(f"unreadable JSON value: {e}", path=path, record=where) from None
+            if isinstance(obj, dict) and "wikipedia_id" in obj and is_kilt_page(obj):
+                escaped = _SURROGATE_ESCAPE.search(line)
+                for doc in kilt_page_documents(obj, path, where):
+                    if escaped:
+                        _check_no_surrogates(doc, path, where)
+                    yield doc
+                continue
             doc, derived = _document_from_json(obj, path, where, position)
             position += 1
             if derived and not warned:
-                warned = _warn_derived_ids(path, where)
+                warned = _warn_derived_ids(path, where, obj)
             if _SURROGATE_ESCAPE.search(line):  # a valid surrogate pair passes; a lone one is refused
                 _check_no_surrogates(doc, path, where)
             yield doc
@@ -167,7 +195,7 @@ def _document_from_json(obj: object, path: Path, where: str, position: int) -> t
     """The document, and whether its id was derived from its position (the record has none)."""
     if not isinstance(obj, dict):
         raise DataError(f"expected a JSON object, got {type(obj).__name__}", path=path, record=where)
-    doc_id = next((obj[k] for k in _ID_KEYS if obj.get(k) is not None), None)
+    doc_id = next((obj[k] for k in ID_KEYS if obj.get(k) is not None), None)
     derived = doc_id is None
     if derived:
         doc_id = position
@@ -217,19 +245,25 @@ def _iter_tsv(path: Path) -> Iterator[Document]:
         if header is None:
             return
         cols = [h.strip().lower() for h in header]
-        if "id" in cols and "text" in cols:
-            i_id, i_text = cols.index("id"), cols.index("text")
-            i_title = cols.index("title") if "title" in cols else None
-        else:
-            raise DataError("DPR tsv needs a header line with 'id', 'text' and 'title' columns", path=path, record="line 1")
+        id_col = next((k for k in ID_KEYS if k in cols), None)
+        if id_col is None or "text" not in cols:
+            raise DataError(
+                f"DPR tsv needs a header line with an id column ({', '.join(ID_KEYS)}), 'text' and 'title'; got {header}",
+                path=path,
+                record="line 1",
+            )
+        i_id, i_text = cols.index(id_col), cols.index("text")
+        i_title = cols.index("title") if "title" in cols else None
         lineno = 1
         try:
             for lineno, row in enumerate(reader, 2):
                 if not row:
                     continue
                 if len(row) != len(cols):
+                    # Only a bad row pays for looking ahead: the file may end inside it.
+                    cut = f" ({_TRUNCATED})" if next(reader, None) is None else ""
                     raise DataError(
-                        f"expected {len(cols)} tab-separated fields ({', '.join(cols)}), got {len(row)}",
+                        f"expected {len(cols)} tab-separated fields ({', '.join(cols)}), got {len(row)}{cut}",
                         path=path,
                         record=f"line {lineno}",
                     )
