@@ -70,6 +70,8 @@ def read_cell(text: str, name: str) -> Any:
         return json.loads(stripped)
     except ValueError:
         pass
+    except RecursionError:
+        raise RecordShapeError(f"field {name!r}: the cell is nested too deeply to read: {_excerpt(stripped)}") from None
     closing = "]" if stripped[0] == "[" else "}"
     if not stripped.endswith(closing):
         raise RecordShapeError(
@@ -78,7 +80,9 @@ def read_cell(text: str, name: str) -> Any:
         )
     try:
         return _Printed(stripped).value()
-    except (ValueError, SyntaxError, tokenize.TokenError) as exc:
+    except RecursionError:
+        raise RecordShapeError(f"field {name!r}: the cell is nested too deeply to read: {_excerpt(stripped)}") from None
+    except (ValueError, SyntaxError, TypeError, tokenize.TokenError) as exc:  # TypeError: a list as a dict key
         raise RecordShapeError(
             f"field {name!r}: the cell looks like a printed list or mapping but is neither JSON, a Python repr nor "
             f"a NumPy print ({exc}): {_excerpt(stripped)}; {_HOW}"

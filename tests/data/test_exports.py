@@ -13,6 +13,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from searchgym.data import load_dataset_file
 from searchgym.data.cells import read_cell
@@ -222,3 +224,18 @@ def test_pandas_export_of_the_real_search_r1_parquet(tmp_path):
         assert [(r.id, r.question, r.answers, r.source) for r in records] == [
             (r.id, r.question, r.answers, r.source) for r in expected
         ]
+
+
+@pytest.mark.parametrize("cell", ["[" * 5000 + "]" * 5000, "{'a': " * 3000 + "1" + "}" * 3000, "{[1]: 2}", "[1 2,, 3]"])
+def test_pathological_cells_are_refused_not_crashes(cell):
+    with pytest.raises(RecordShapeError, match="field 'c'"):
+        read_cell(cell, "c")
+
+
+@given(st.text(max_size=60).map(lambda t: "[" + t))
+@settings(max_examples=300, deadline=None)
+def test_any_list_looking_cell_is_read_or_refused(cell):
+    try:
+        read_cell(cell, "c")
+    except RecordShapeError:
+        pass
