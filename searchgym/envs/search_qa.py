@@ -28,7 +28,8 @@ from searchgym.rewards import (
     cover_exact_match,
     exact_match,
     f1_score,
-    resolve_answer_reward,
+    resolve_episode_reward,
+    shown_documents,
     substring_exact_match,
     turn_action,
 )
@@ -50,6 +51,23 @@ def has_gold_evidence(record: QARecord) -> bool:
     """Whether `record` carries what `GoldJudge` needs for labels worth having: gold supporting documents or
     titles (answer-bearing documents alone make a weak judge, so `judge="auto"` leaves such questions out)."""
     return bool(record.gold_docs or record.gold_titles)
+
+
+def _check_scorable(records: Sequence[QARecord], reward: object, by_documents: bool) -> None:
+    """A reward that no question can earn is a `ConfigError`: the same score for every episode."""
+    if by_documents:
+        if not any(r.gold_docs for r in records):
+            raise ConfigError(f"answer_reward={reward!r} scores the documents shown against gold documents, and none of "
+                              "the questions has any; use an answer reward such as 'em'")
+        return
+    unanswered = sum(not r.answers for r in records)
+    if unanswered == len(records):
+        raise ConfigError("none of the questions has a gold answer (BEIR queries are judged by their documents): an "
+                          "answer reward scores every episode 0; pass answer_reward='doc_recall' or 'doc_ndcg' "
+                          "(the judged documents found), see searchgym.rewards.documents")
+    if unanswered:
+        logger.warning("%d of %d questions have no gold answer, so the answer reward scores them 0; "
+                       "answer_reward='doc_recall' or 'doc_ndcg' scores the documents found", unanswered, len(records))
 
 
 def _auto_judge(records: Sequence[QARecord]) -> Judge | None:
@@ -87,6 +105,9 @@ class SearchQAEnv(gym.Env[str, str]):
     0 on every step except the answering one, which gets `answer_reward(answer, gold_answers)`: exact
     match after SQuAD normalization by default (`"f1"`, `"cover_em"`, `"subem"` or any function). EM, F1,
     cover-EM, subem (Search-R1's substring match) and format validity are always reported in `info["reward"]`.
+    Questions without answers (BEIR queries) are scored by the documents the episode showed instead:
+    `answer_reward="doc_recall"` or `"doc_ndcg"` against the record's judged relevance
+    (`searchgym.rewards.documents`); the answer text then only ends the episode.
 
     ## Credit signals in `info` (schema: `searchgym.info`, docs/step-info.md)
     With a `judge` (by default `GoldJudge` wherever the record carries gold supporting documents or titles;
@@ -113,7 +134,10 @@ class SearchQAEnv(gym.Env[str, str]):
     - `retriever`: `"bm25"` (bm25s, default), `"rank_bm25"`, or any `Retriever`.
     - `ranker`: None (retriever order), `"oracle"` (candidates holding a gold answer first: COSEARCH's oracle
       experiment, `searchgym.rankers.oracle`) or any `Ranker`.
-    - `answer_reward`: `"em"`, `"f1"`, `"cover_em"`, `"subem"` or a function (prediction, golds) -> float.
+    - `answer_reward`: `"em"`, `"f1"`, `"cover_em"`, `"subem"` or a function (prediction, golds) -> float;
+      or `"doc_recall"`, `"doc_ndcg"`: the documents shown, for questions with gold documents (BEIR). An
+      answer reward over questions of which none has an answer is a `ConfigError`, and so is a document
+      reward over questions of which none has gold documents.
     - `action_format`: `"tags"` (Search-R1) or `"tool_calls"`, or any `ActionProtocol`.
     - `template`: the prompt template, with a `{question}` field; defaults to the grammar's own.
     - `doc_format`: how the tag grammar writes documents, `"search-r1"` or `"plain"`; None means
@@ -197,7 +221,10 @@ class SearchQAEnv(gym.Env[str, str]):
         self.corpus = corpus
         self.retriever = resolve_retriever(retriever, corpus, cache_dir=None if cache_dir is True else cache_dir)
         self.ranker = resolve_ranker(ranker, self.records)
-        self.answer_reward = resolve_answer_reward(answer_reward)
+        scorer, self.doc_reward = resolve_episode_reward(answer_reward)
+        """`doc_reward`: the document reward the answering step gets (`answer_reward="doc_recall"`...), else None."""
+        self.answer_reward = scorer or self.doc_reward
+        _check_scorable(self.records, answer_reward, self.doc_reward is not None)
         self.protocol = resolve_protocol(action_format, template=template, max_query_chars=max_query_chars, doc_format=doc_format)
         self.top_k, self.candidates, self.max_turns = top_k, candidates, max_turns
         self._judge_auto = isinstance(judge, str) and judge == "auto"
@@ -392,9 +419,13 @@ class SearchQAEnv(gym.Env[str, str]):
         subem = 1.0 if cover_em else substring_exact_match(answer, golds)
         reward = self.answer_reward
         parts: RewardParts = info["reward"]
-        # A named answer reward is one of the metrics just computed: not computed twice.
-        parts["answer"] = (em if reward is exact_match else f1 if reward is f1_score else cover_em if reward is cover_exact_match
-                           else subem if reward is substring_exact_match else float(reward(answer, golds)))
+        if self.doc_reward is not None:
+            shown = shown_documents([d["id"] for d in i["shown"]] for i in self.turn_infos)
+            parts["answer"] = float(self.doc_reward(shown, self.record.relevance))
+        else:
+            # A named answer reward is one of the metrics just computed: not computed twice.
+            parts["answer"] = (em if reward is exact_match else f1 if reward is f1_score else cover_em if reward is cover_exact_match
+                               else subem if reward is substring_exact_match else float(reward(answer, golds)))
         parts["em"], parts["f1"], parts["cover_em"], parts["subem"] = em, f1, cover_em, subem
         return parts["answer"]
 
