@@ -146,7 +146,7 @@ class SearchQAEnv(gym.Env[str, str]):
     - `max_turns`: turns before truncation (4). `max_query_chars`: longer queries are invalid (1000).
     - `cache_dir`: where retrieval indexes are cached (`~/.cache/searchgym`; False disables).
     - `judge`: `"auto"` (default: `GoldJudge` for every question whose record carries gold supporting
-      documents or titles, as the synthetic world, HotpotQA, 2Wiki and MuSiQue do; no labels for the
+      documents or titles, as the synthetic world, HotpotQA, 2Wiki, MuSiQue, KILT and BEIR do; no labels for the
       others, with the reason in `info["labels_reason"]`), None (no labels), `"gold"` (`GoldJudge` on every
       question; without gold documents or titles it judges by answer-bearing documents) or any `Judge`,
       e.g. `LLMJudge(backend)`. `judge_mode`: `"sync"` or `"deferred"`; None follows the judge's own
