@@ -248,7 +248,8 @@ def _iter_tsv(path: Path) -> Iterator[Document]:
         id_col = next((k for k in ID_KEYS if k in cols), None)
         if id_col is None or "text" not in cols:
             raise DataError(
-                f"DPR tsv needs a header line with an id column ({', '.join(ID_KEYS)}), 'text' and 'title'; got {header}",
+                f"DPR tsv needs a header line with an id column ({', '.join(ID_KEYS)}), 'text' and 'title'; "
+                f"got {header}",
                 path=path,
                 record="line 1",
             )

@@ -87,7 +87,8 @@ def load_beir_folder(
     report_skipped(qrels, bad_judgments, sum(map(len, judged.values())), "BEIR judgments")
     name = source_from_path(folder)
     bad_queries: list[str] = []
-    records, unjudged = _records(queries, judged, source or implied_source("beir", folder), limit, on_error, bad_queries)
+    source = source or implied_source("beir", folder)
+    records, unjudged = _records(queries, judged, source, limit, on_error, bad_queries)
     report_skipped(queries, bad_queries, len(records), "BEIR queries")
     if unjudged:
         logger.warning("%s: %d queries are judged in %s but have no document with score > 0; they are left out",

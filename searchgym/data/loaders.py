@@ -171,7 +171,9 @@ def load_dataset_file(
         raise DataError("format='beir' reads a BEIR folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv): pass the "
                         "folder, not one of its files", path=file)
     if split is not None:
-        raise ConfigError(f"split={split!r} picks the qrels file of a BEIR folder; {file} is a single file with no splits")
+        raise ConfigError(
+            f"split={split!r} picks the qrels file of a BEIR folder; {file} is a single file with no splits"
+        )
     digest = sha256_of(file)
     with closing(iter_raw_records(file, skip_bad_lines=on_error == "skip")) as raws:
         # Detection needs a readable record; unreadable ones before it are skipped (and counted) later.
