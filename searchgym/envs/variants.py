@@ -43,18 +43,20 @@ def _check_env_options(owner: str, options: dict[str, Any]) -> None:
         raise TypeError(f"{owner}() got unexpected keyword argument(s) {unknown}; the environment options are {sorted(accepted)}")
 
 
-def _load_corpus_arg(corpus_path: str | Path | None) -> Corpus | None:
-    return None if corpus_path is None else load_corpus(corpus_path)
+def _load_corpus_arg(corpus_path: str | Path | None, on_error: OnError = "raise") -> Corpus | None:
+    return None if corpus_path is None else load_corpus(corpus_path, on_error=on_error)
 
 
-def _corpus_of(loaded: QADataset, corpus_path: str | Path | None, env_options: dict[str, Any]) -> Corpus | None:
+def _corpus_of(
+    loaded: QADataset, corpus_path: str | Path | None, env_options: dict[str, Any], on_error: OnError
+) -> Corpus | None:
     """`corpus_path`'s corpus, else the questions' own: their context paragraphs, or the corpus file that
     comes with them (a BEIR folder's), loaded only when the retriever is built here (not an object)."""
-    corpus = _load_corpus_arg(corpus_path)
+    corpus = _load_corpus_arg(corpus_path, on_error)
     if corpus is None:
         corpus = loaded.corpus
     if corpus is None and loaded.corpus_path is not None and isinstance(env_options.get("retriever", "bm25"), str):
-        corpus = load_corpus(loaded.corpus_path)
+        corpus = load_corpus(loaded.corpus_path, on_error=on_error)
     return corpus
 
 
@@ -81,8 +83,9 @@ class BenchmarkSearchQAEnv(SearchQAEnv):
     The file must hold this benchmark's questions (`searchgym.data.checks`): another benchmark's file is a
     `ConfigError` that says what it was detected as. `format=` names the file's format (see
     `searchgym.data.load_dataset_file`) and skips that check. `on_error="skip"` leaves out the records
-    that cannot be read, with one warning that counts them. `data_path` may be a BEIR folder (of this
-    benchmark, e.g. BEIR's `nq`); `split` then picks its qrels file.
+    of the question file and of the corpus file that cannot be read, with one warning per file that counts
+    them. `data_path` may be a BEIR folder (of this benchmark, e.g. BEIR's `nq`); `split` then picks its
+    qrels file.
     """
 
     def __init__(
@@ -113,7 +116,7 @@ class BenchmarkSearchQAEnv(SearchQAEnv):
         if format == "auto":
             check_dataset(loaded, dataset, _env_id(dataset))
         self.data_path, self.data_sha256 = loaded.path, loaded.sha256
-        corpus = _corpus_of(loaded, corpus_path, env_options)
+        corpus = _corpus_of(loaded, corpus_path, env_options, on_error)
         if corpus is None and isinstance(env_options.get("retriever", "bm25"), str):
             raise DataNotFoundError(
                 f"{dataset} questions carry no passages to search: pass corpus_path= (the 2018 Wikipedia passages "
@@ -163,7 +166,8 @@ class CustomSearchQAEnv(SearchQAEnv):
     `{title, text}`, the KILT knowledge source, or DPR tsv); it may be omitted when the question file
     carries its own paragraphs, when a BEIR folder brings its `corpus.jsonl`, or when `retriever` is an
     object. Any benchmark's file loads here, unchecked; `format=` names its format when detection cannot
-    tell. `on_error="skip"` leaves out the records that cannot be read, with one warning that counts them.
+    tell. `on_error="skip"` leaves out the records of the question file and of the corpus file that cannot
+    be read, with one warning per file that counts them.
     """
 
     def __init__(
@@ -189,7 +193,7 @@ class CustomSearchQAEnv(SearchQAEnv):
         loaded = load_dataset_file(data_path, source="custom", format=format, on_error=on_error,
                                    split=_split_arg(data_path, split))
         self.data_path, self.data_sha256 = loaded.path, loaded.sha256
-        corpus = _corpus_of(loaded, corpus_path, env_options)
+        corpus = _corpus_of(loaded, corpus_path, env_options, on_error)
         if corpus is None and isinstance(env_options.get("retriever", "bm25"), str):
             raise DataNotFoundError("no corpus: pass corpus_path= a corpus file, or retriever= a retriever object", path=data_path)
         super().__init__(_limit(list(loaded.records), limit), corpus, cache_dir=cache_dir, **env_options)

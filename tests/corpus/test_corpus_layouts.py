@@ -144,3 +144,30 @@ def test_the_real_wiki18_sample_as_dpr_tsv_reads_the_same(tmp_path):
         writer.writerows([d.id, d.text, d.title] for d in jsonl)
     tsv = load_corpus(path)
     assert [(d.id, d.title, d.text) for d in tsv] == [(d.id, d.title, d.text) for d in jsonl]
+
+
+# ----------------------------------------------------------------------------------------- on_error
+
+
+def test_on_error_skip_leaves_out_unreadable_documents_with_one_warning(tmp_path, caplog):
+    lines = [json.dumps({"id": "a", "title": "Rome", "text": "Rome is in Italy."}), '{"id": "b", "title": "Tiber", tex',
+             json.dumps({"id": "c", "body": "no text field"}), json.dumps({"id": "a", "title": "Again", "text": "A repeated id."}),
+             json.dumps({"id": "d", "title": "Seine", "text": "The Seine flows through Paris."})]
+    path = tmp_path / "corpus.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(DataError, match="line 2"):
+        load_corpus(path)
+    with caplog.at_level("WARNING", logger="searchgym.corpus.io"):
+        corpus = load_corpus(path, on_error="skip")
+    assert [d.id for d in corpus] == ["a", "d"]
+    skipped, repeated = [r.getMessage() for r in caplog.records]
+    assert "skipped 2 records" in skipped and "line 2" in skipped and "line 3" in skipped
+    # Documents count in file order among those read, as a duplicate id's error names them (line 4 is the 2nd).
+    assert "left out 1 documents whose id repeats" in repeated and "document 2 (id 'a')" in repeated
+    tsv = tmp_path / "psgs_w100.tsv"
+    tsv.write_text(PSGS_W100.replace("\n2\t", "\n2\tbroken\textra\tfields\n2\t", 1) + '4\t"cut sh')
+    assert [d.id for d in iter_corpus_file(tsv, on_error="skip")] == ["1", "2", "3"]
+    nothing = tmp_path / "nothing.jsonl"
+    nothing.write_text("{broken\n")
+    with pytest.raises(DataError, match="none of the file's 1 records can be read"):
+        load_corpus(nothing, on_error="skip")

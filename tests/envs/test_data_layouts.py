@@ -234,3 +234,14 @@ def test_real_hotpotqa_questions_in_kilt_layout_against_passages_with_titles(tmp
     titles = {s["title"] for s in first["shown"]}
     assert first["labels"]["retrieval_utility"] == int(bool(titles & set(record.gold_titles)))
     assert answer["reward"]["total"] == 1.0
+
+
+def test_on_error_skip_applies_to_the_corpus_file_too(tmp_path):
+    questions = tmp_path / "nq.jsonl"
+    questions.write_text(json.dumps({"id": "1", "question": "Which river flows through Rome?", "golden_answers": ["Tiber"]}) + "\n")
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(json.dumps({"id": "d7", "title": "Tiber", "text": "The Tiber flows through Rome."}) + "\n{not json\n")
+    with pytest.raises(DataError, match="corpus.jsonl, record line 2"):
+        gym.make("SearchQA-NQ-v0", data_path=questions, corpus_path=corpus, cache_dir=False)
+    env = gym.make("SearchQA-NQ-v0", data_path=questions, corpus_path=corpus, cache_dir=False, on_error="skip")
+    assert [d.id for d in env.unwrapped.corpus] == ["d7"]
