@@ -1,4 +1,5 @@
-"""Documents, corpora and the corpus file formats (jsonl `contents`, jsonl `title`+`text`, DPR tsv)."""
+"""Documents, corpora and the corpus file formats (jsonl `contents`, jsonl `title`+`text`, the KILT knowledge
+source, DPR tsv)."""
 
 from searchgym.corpus.corpus import Corpus, Document, format_contents, parse_contents, split_contents
 from searchgym.corpus.io import iter_corpus_file, load_corpus

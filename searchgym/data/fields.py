@@ -108,6 +108,45 @@ def as_str_list(value: Any, name: str, *, allow_scalar: bool = False) -> list[st
     return items
 
 
+BOOLEAN_ANSWERS = {True: ("yes", "true"), False: ("no", "false")}
+"""How a boolean gold answer (StrategyQA and other yes/no sets) is read: yes/no, with true/false as aliases."""
+
+
+def as_answer_list(value: Any, name: str) -> list[str]:
+    """Gold answers: a string, a boolean (see `BOOLEAN_ANSWERS`), or a list of these (tuples and numpy
+    arrays count). Anything else is refused with a message naming the accepted types."""
+    if isinstance(value, (str, bool)):
+        return _answer_texts(value, name)
+    if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
+        value = value.tolist()
+    if not isinstance(value, (list, tuple)):
+        raise RecordShapeError(f"field {name!r}: expected {_ANSWER_TYPES}, got {type_name(value)}")
+    answers: list[str] = []
+    for i, item in enumerate(value):
+        if not isinstance(item, (str, bool)):
+            raise RecordShapeError(f"field {name!r}: expected {_ANSWER_TYPES}; item {i} is {type_name(item)}")
+        answers += _answer_texts(item, f"{name}[{i}]")
+    return answers
+
+
+_ANSWER_TYPES = "a list of answers (strings or booleans), a string, or a boolean (read as yes/no)"
+
+
+def _answer_texts(value: str | bool, name: str) -> list[str]:
+    if isinstance(value, bool):
+        return list(BOOLEAN_ANSWERS[value])
+    return [_valid_text(value, name)]
+
+
+def is_boolean_answer(value: Any) -> bool:
+    """Whether a raw answer field is a boolean (or a list of them): yes/no answers name no entity."""
+    if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
+        value = value.tolist()
+    if isinstance(value, (list, tuple)):
+        return bool(value) and all(isinstance(v, bool) for v in value)
+    return isinstance(value, bool)
+
+
 def unique_texts(items: Iterable[str]) -> tuple[str, ...]:
     """Strip, drop empties and duplicates, keep first-seen order."""
     seen: dict[str, None] = {}

@@ -14,11 +14,13 @@ from typing import Any
 from searchgym.data.fields import (
     RecordShapeError,
     answer_entities,
+    as_answer_list,
     as_list,
     as_mapping,
     as_str,
     as_str_list,
     extra_fields,
+    is_boolean_answer,
     make_record,
     required_field,
     unique_texts,
@@ -78,7 +80,7 @@ def _multihop_annotations(
 
 
 def _flashrag_annotations(
-    meta: Mapping[str, Any], answers: list[str], source: str, ctx: ParseContext
+    meta: Mapping[str, Any], answers: list[str], source: str, ctx: ParseContext, boolean: bool = False
 ) -> tuple[tuple[str, ...], tuple[str, ...], int | None]:
     popqa = _popqa_entities(meta)
     if popqa is not None:
@@ -93,17 +95,21 @@ def _flashrag_annotations(
         multihop = None
     if multihop is not None:
         return multihop
-    return unique_texts([canonical]), (), None
+    # A boolean answer (yes/no) names no entity.
+    return (answer_entities(canonical) if boolean else unique_texts([canonical])), (), None
 
 
 def parse_flashrag(raw: Mapping[str, Any], ctx: ParseContext) -> DraftRecord:
     """One FlashRAG record (`golden_answers`, annotations in `metadata`)."""
     question = as_str(required_field(raw, "question"), "question")
-    answers = as_str_list(required_field(raw, "golden_answers"), "golden_answers", allow_scalar=True)
+    golden = required_field(raw, "golden_answers")
+    answers = as_answer_list(golden, "golden_answers")
     rid = record_id(raw, ctx, question, answers)
     meta = as_mapping(raw.get("metadata") or {}, "metadata")
     source = ctx.source_for()
-    entities, titles, hops = _flashrag_annotations(meta, list(unique_texts(answers)), source, ctx)
+    entities, titles, hops = _flashrag_annotations(
+        meta, list(unique_texts(answers)), source, ctx, is_boolean_answer(golden)
+    )
     record = make_record(
         id=rid,
         question=question.strip(),
@@ -120,22 +126,53 @@ def parse_flashrag(raw: Mapping[str, Any], ctx: ParseContext) -> DraftRecord:
 # ------------------------------------------------------------------------------------- Search-R1 / verl
 
 
+_JOINERS = (", ", ",", "; ", ";", " | ", "|", " / ", "/")
+
+
 def _searchr1_answers(raw: Mapping[str, Any]) -> list[str]:
+    """The record's answers: `reward_model.ground_truth` (or its `target`), else `golden_answers`. Where the
+    ground truth is one string and the record also lists its answers one by one (`golden_answers`,
+    `extra_info.answers` or `extra_info.golden_answers`), the list wins: the string is often the list joined
+    by commas, which no answer equals."""
     reward = raw.get("reward_model")
     if isinstance(reward, Mapping) and reward.get("ground_truth") is not None:
-        truth = reward["ground_truth"]
+        truth, name = reward["ground_truth"], "reward_model.ground_truth"
         if isinstance(truth, Mapping):
-            return as_str_list(
-                required_field(truth, "target", "reward_model.ground_truth"),
-                "reward_model.ground_truth.target",
-                allow_scalar=True,
-            )
-        return as_str_list(truth, "reward_model.ground_truth", allow_scalar=True)
+            truth, name = required_field(truth, "target", name), f"{name}.target"
+        listed = _listed_answers(raw) if isinstance(truth, str) else None
+        if isinstance(truth, str) and listed is not None:
+            return _list_over_joined(truth, listed)
+        return as_answer_list(truth, name)
+    listed = _listed_answers(raw)
+    if listed is not None:
+        return listed
     if raw.get("golden_answers") is not None:
-        return as_str_list(raw["golden_answers"], "golden_answers", allow_scalar=True)
+        return as_answer_list(raw["golden_answers"], "golden_answers")
     raise RecordShapeError(
         f"no answers: expected reward_model.ground_truth.target or golden_answers (found keys: {sorted(raw)})"
     )
+
+
+def _listed_answers(raw: Mapping[str, Any]) -> list[str] | None:
+    """The answers the record lists one by one besides its ground truth, or None."""
+    extra = raw.get("extra_info")
+    extra = extra if isinstance(extra, Mapping) else {}
+    for name, value in (("golden_answers", raw.get("golden_answers")), ("extra_info.answers", extra.get("answers")),
+                        ("extra_info.golden_answers", extra.get("golden_answers"))):
+        if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
+            value = value.tolist()
+        if isinstance(value, (list, tuple)) and value:
+            return as_answer_list(value, name)
+    return None
+
+
+def _list_over_joined(truth: str, listed: list[str]) -> list[str]:
+    """`listed`, and `truth` after it only when it is neither one of them nor them joined."""
+    text = truth.strip()
+    items = [a.strip() for a in listed]
+    if text in items or any(sep.join(items) == text for sep in _JOINERS):
+        return listed
+    return [*listed, truth]
 
 
 def _searchr1_question(raw: Mapping[str, Any]) -> str:
@@ -196,13 +233,26 @@ def parse_searchr1(raw: Mapping[str, Any], ctx: ParseContext) -> DraftRecord:
         id=_searchr1_id(raw, ctx, source, question, answers),
         question=question.strip(),
         answers=answers,
-        gold_entities=answers[:1],
+        gold_entities=_first_entity(answers, _boolean_truth(raw)),
         source=source,
         # The prompt is the question rendered in Search-R1's template; it is dropped to keep memory
         # proportional to the questions.
         metadata=extra_fields(raw, ("id", "question", "golden_answers", "reward_model", "prompt")),
     )
     return DraftRecord(record, dataset=record_dataset("searchr1", raw))
+
+
+def _boolean_truth(raw: Mapping[str, Any]) -> bool:
+    reward = raw.get("reward_model")
+    truth = reward.get("ground_truth") if isinstance(reward, Mapping) else raw.get("golden_answers")
+    if isinstance(truth, Mapping):
+        truth = truth.get("target")
+    return is_boolean_answer(truth)
+
+
+def _first_entity(answers: tuple[str, ...], boolean: bool) -> tuple[str, ...]:
+    """The canonical answer as the only gold entity; none for a boolean (yes/no) answer."""
+    return () if boolean else answers[:1]
 
 
 # ------------------------------------------------------------------- NQ-open, TriviaQA, Bamboogle
@@ -214,8 +264,8 @@ def _plain_answers(raw: Mapping[str, Any]) -> list[str]:
         # TriviaQA as Hugging Face's `trivia_qa` exports it: {value, aliases, normalized_value, ...}.
         value = [answer["value"]] if isinstance(answer.get("value"), str) else []
         return value + as_str_list(answer.get("aliases") or [], "answer.aliases")
-    answers = as_str_list(answer, "answer", allow_scalar=True)
-    return answers + as_str_list(raw.get("answer_aliases") or [], "answer_aliases")
+    answers = as_answer_list(answer, "answer")
+    return answers + as_answer_list(raw.get("answer_aliases") or [], "answer_aliases")
 
 
 def parse_nq_open(raw: Mapping[str, Any], ctx: ParseContext) -> DraftRecord:
@@ -230,7 +280,7 @@ def parse_nq_open(raw: Mapping[str, Any], ctx: ParseContext) -> DraftRecord:
         id=record_id(raw, ctx, question, answers, ("id", "question_id")),
         question=question.strip(),
         answers=answers,
-        gold_entities=answers[:1],
+        gold_entities=_first_entity(answers, is_boolean_answer(raw.get("answer"))),
         source=ctx.source_for(dataset),
         metadata=extra_fields(raw, ("id", "question_id", "question", "answer", "answer_aliases")),
     )

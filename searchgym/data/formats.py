@@ -20,10 +20,11 @@ from searchgym.errors import DataError
 logger = logging.getLogger("searchgym.data.loaders")
 
 DatasetFormat = Literal[
-    "auto", "hotpotqa", "hotpotqa_hf", "2wiki", "musique", "popqa", "flashrag", "searchr1", "nq_open"
+    "auto", "hotpotqa", "hotpotqa_hf", "2wiki", "musique", "popqa", "flashrag", "searchr1", "nq_open", "kilt",
+    "beir",
 ]
 FORMATS: tuple[str, ...] = tuple(f for f in get_args(DatasetFormat) if f != "auto")
-"""Every concrete format name `load_dataset_file` accepts (besides "auto")."""
+"""Every concrete format name `load_dataset_file` accepts (besides "auto"); `beir` is a folder's."""
 
 _FORMAT_HELP = (
     "hotpotqa (_id, question, answer, supporting_facts, context as lists), "
@@ -33,7 +34,9 @@ _FORMAT_HELP = (
     "popqa (id, question, subj, prop, obj, possible_answers), "
     "flashrag (id, question, golden_answers, metadata), "
     "searchr1 (data_source, prompt, reward_model, extra_info, question?), "
-    "nq_open (question, answer)"
+    "nq_open (question, answer), "
+    "kilt (id, input, output [{answer, provenance}]), "
+    "beir (a folder: corpus.jsonl, queries.jsonl, qrels/<split>.tsv)"
 )
 # What a record's keys must include for each format. The specific formats carry a dataset's own
 # annotations; the generic ones (question and answers only) also match most specific rows, so they count
@@ -46,6 +49,7 @@ _SIGNATURES: dict[str, tuple[frozenset[str], ...]] = {
     "searchr1": (frozenset({"reward_model"}), frozenset({"prompt", "data_source"})),
     "flashrag": (frozenset({"golden_answers"}),),
     "nq_open": (frozenset({"question", "answer"}),),
+    "kilt": (frozenset({"input", "output"}),),
 }
 _GENERIC = frozenset({"flashrag", "nq_open"})
 _NARROWER = {"hotpotqa": "2wiki"}
@@ -151,6 +155,9 @@ def implied_source(fmt: str, file: Path) -> str:
     if fmt in implied:
         return implied[fmt]
     guessed = source_from_path(file)
+    if guessed is None and fmt in ("kilt", "beir"):
+        # KILT names its files after the task (fever-dev-kilt.jsonl), BEIR its folders (scifact/).
+        return re.split(r"[^a-z0-9]+", file.name.lower())[0] or fmt
     if guessed is None and fmt == "nq_open":
         return "nq"
     if guessed is None and fmt == "flashrag":

@@ -18,12 +18,21 @@ each optionally `.gz`) and the first record's keys:
   reward_model {ground_truth {target}}, extra_info`): the question is the `question` column, else
   `extra_info.question`, else the text after `Question:` in the prompt's user message.
 - `nq_open`: question and answers only: NQ-open jsonl (`question, answer [..]`), TriviaQA as Hugging
-  Face exports it (`question, question_id, answer {value, aliases}`), Bamboogle's CSV (`Question, Answer`).
+  Face exports it (`question, question_id, answer {value, aliases}`), Bamboogle's CSV (`Question, Answer`),
+  StrategyQA-style files whose answer is a boolean.
+- `kilt`: KILT's task files (`id, input, output [{answer, provenance}]`), see `searchgym.data.kilt`.
+- `beir`: a BEIR folder (`corpus.jsonl`, `queries.jsonl`, `qrels/<split>.tsv`), see `searchgym.data.beir`.
 
 Containers: jsonl, a JSON list, parquet, TSV or CSV (with a header line), each optionally `.gz`.
 Detection looks at the first record's keys. The specific formats (all but `flashrag` and `nq_open`) win
 over the generic ones that their rows also fit; a record that fits two formats of the same kind is an
-error listing both, never a guess.
+error listing both, never a guess. In a TSV or CSV export the list and mapping columns of the format are
+read back from their printed cells (JSON, Python reprs, NumPy prints; `searchgym.data.cells`), or the
+record is refused.
+
+Answers: a string, a list of strings, or a boolean, which becomes `yes` (`no`) with `true` (`false`) as
+an alias. Where a Search-R1 / verl row's ground truth is one string and the row also lists its answers
+one by one, the list wins (the string is often the list joined by commas).
 
 Ids: a record without one (`_id`, `id`, `question_id`, or Search-R1's `extra_info.index`) gets
 `sha1:` and 12 hex digits of a hash of its question and answers, stable under reordering; the file gets
@@ -57,33 +66,57 @@ text among the loaded records, else the first text keeps the title and later one
 file and `limit`.
 
 Record positions in error messages: `line N` (1-based) for jsonl, the 0-based list index for JSON lists,
-`row N` (0-based) for parquet.
+`row N` (0-based) for parquet. An error in a record the file ends inside says the file looks truncated;
+with `on_error="raise"` (the default) an error in one record says how to skip such records instead.
+Warnings about many records come once per file, with a count.
 
-The loader is split across modules: `readers` turns a file's container into raw records, `formats` names
-the formats and detects them, `parsers` (with the helpers in `fields`) turns each raw record into a
-`QARecord`, and this module ties them together and builds the context corpus.
+The loader is split across modules: `readers` and `delimited` turn a file's container into raw records,
+`cells` reads printed cells back, `formats` names the formats and detects them, `parsers`,
+`flat_parsers` and `kilt` (with the helpers in `fields`) turn each raw record into a `QARecord`, `beir`
+reads a BEIR folder, `dataset` holds what they return, and this module ties them together and builds
+the context corpus.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import closing
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from itertools import chain, islice
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any
 
-from searchgym.corpus import Corpus, Document
+from searchgym.corpus import Corpus
+from searchgym.data.beir import load_beir_folder
+from searchgym.data.cells import decode_row
+from searchgym.data.dataset import (
+    ContextCorpusBuilder,
+    OnError,
+    QADataset,
+    check_common_arguments,
+    report_skipped,
+    sha256_of,
+)
 from searchgym.data.fields import RecordShapeError, type_name
 from searchgym.data.flat_parsers import parse_flashrag, parse_nq_open, parse_popqa, parse_searchr1
-from searchgym.data.formats import FORMATS, DatasetFormat, detect_format, implied_source
+from searchgym.data.formats import FORMATS, DatasetFormat, detect_format, implied_source, source_from_path
+from searchgym.data.kilt import parse_kilt
 from searchgym.data.parsers import DraftRecord, ParseContext, parse_2wiki, parse_hotpotqa, parse_musique
-from searchgym.data.readers import RawRecord, Unreadable, iter_raw_records, record_label
+from searchgym.data.readers import (
+    SKIP_HINT,
+    TRUNCATED,
+    RawRecord,
+    Unreadable,
+    container_kind,
+    iter_raw_records,
+    record_label,
+)
 from searchgym.data.records import QARecord
 from searchgym.errors import ConfigError, DataError, DataNotFoundError
+
+__all__ = ["FORMATS", "ContextCorpusBuilder", "OnError", "QADataset", "load_dataset_file", "load_records"]
 
 logger = logging.getLogger(__name__)
 
@@ -96,70 +129,9 @@ _PARSERS: dict[str, Callable[[Mapping[str, Any], ParseContext], DraftRecord]] = 
     "flashrag": parse_flashrag,
     "searchr1": parse_searchr1,
     "nq_open": parse_nq_open,
+    "kilt": parse_kilt,
 }
 _CONTEXT_FORMATS = frozenset({"hotpotqa", "hotpotqa_hf", "2wiki", "musique"})
-OnError = Literal["raise", "skip"]
-
-
-@dataclass(frozen=True)
-class QADataset:
-    """The records of one benchmark file, and the corpus of its own context paragraphs if it has any."""
-
-    records: tuple[QARecord, ...]
-    """The records in file order (the first `limit` of them when a limit was given)."""
-    corpus: Corpus | None
-    """One document per distinct context paragraph (HotpotQA, 2Wiki, MuSiQue), else None."""
-    path: str
-    """The file the records were read from."""
-    format: str
-    """The format the file was read as (one of `FORMATS`)."""
-    sha256: str
-    """SHA-256 of the whole file's bytes, to pin results to the exact data."""
-    datasets: Mapping[str, int]
-    """Records per benchmark their own content names (`formats.record_dataset`); `""` counts those
-    whose content names none (a question with answers says nothing)."""
-    skipped: int = 0
-    """Records left out because they could not be read (only with `on_error="skip"`)."""
-
-
-class ContextCorpusBuilder:
-    """Collects distinct (title, text) paragraphs across records and assigns them deterministic ids."""
-
-    def __init__(self) -> None:
-        self._texts: dict[str, dict[str, None]] = {}
-        self._order: dict[tuple[str, str], None] = {}
-
-    def add(self, title: str, text: str) -> tuple[str, str]:
-        key = (title, text)
-        if key not in self._order:
-            self._order[key] = None
-            self._texts.setdefault(title, {})[text] = None
-        return key
-
-    @property
-    def empty(self) -> bool:
-        return not self._order
-
-    def build(self, name: str) -> tuple[Corpus, dict[tuple[str, str], str]]:
-        ids = self._assign_ids()
-        docs = [Document(ids[key], key[0], key[1]) for key in self._order]
-        return Corpus(docs, name=name), ids
-
-    def _assign_ids(self) -> dict[tuple[str, str], str]:
-        # Every plain title is reserved so that a numbered id never shadows a real title such as "X (2)".
-        taken = set(self._texts)
-        by_title: dict[tuple[str, str], str] = {}
-        for title, texts in self._texts.items():
-            first, *others = texts
-            by_title[(title, first)] = title
-            n = 2
-            for text in others:
-                while f"{title} ({n})" in taken:
-                    n += 1
-                doc_id = f"{title} ({n})"
-                taken.add(doc_id)
-                by_title[(title, text)] = doc_id
-        return by_title
 
 
 # --------------------------------------------------------------------------------------- public API
@@ -172,24 +144,37 @@ def load_dataset_file(
     source: str | None = None,
     limit: int | None = None,
     on_error: OnError = "raise",
+    split: str | None = None,
 ) -> QADataset:
-    """Read a QA benchmark file.
+    """Read a QA benchmark file, or a BEIR folder.
 
-    `format="auto"` detects the format from the extension and the first record's keys. `source` sets
-    every record's `source` (default: the dataset the format implies, the Search-R1 `data_source`, or
-    for FlashRAG a dataset name found in the path). `limit` keeps only the first `limit` records; jsonl
-    and parquet files are then read no further. `on_error="skip"` leaves out the records that cannot be
-    read (a jsonl line that is not JSON, a TSV/CSV row with the wrong number of fields, a missing or
-    mistyped field, an empty question, no answer, a duplicate id) and logs one warning with their count
-    and the first few; a broken JSON list or parquet file still raises, as nothing after the break can be
-    located.
+    `format="auto"` detects the format from the extension and the first record's keys (a folder is read
+    as BEIR's layout). `source` sets every record's `source` (default: the dataset the format implies, the
+    Search-R1 `data_source`, or for FlashRAG and KILT a dataset name found in the path). `limit` keeps only
+    the first `limit` records; jsonl and parquet files are then read no further. `on_error="skip"` leaves
+    out the records that cannot be read (a jsonl line that is not JSON, a TSV/CSV row with the wrong
+    number of fields, a missing or mistyped field, an empty question, no answer, a duplicate id) and logs
+    one warning with their count and the first few; a broken JSON list or parquet file still raises, as
+    nothing after the break can be located. `split` picks a BEIR folder's `qrels/<split>.tsv` (a single
+    file has no splits).
 
     Raises DataNotFoundError if the file does not exist, DataError (naming the file and the record) if it
     cannot be read as the format, ConfigError for an invalid argument.
     """
-    _check_arguments(format, source, limit, on_error)
+    _check_arguments(format, source, limit, on_error, split)
     file = _check_path(path)
-    digest = _sha256(file)
+    if file.is_dir():
+        if format not in ("auto", "beir"):
+            raise ConfigError(f"{file} is a folder, which is read as a BEIR dataset; format={format!r} reads one file")
+        return load_beir_folder(file, split=split, source=source, limit=limit, on_error=on_error)
+    if format == "beir":
+        raise DataError("format='beir' reads a BEIR folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv): pass the "
+                        "folder, not one of its files", path=file)
+    if split is not None:
+        raise ConfigError(
+            f"split={split!r} picks the qrels file of a BEIR folder; {file} is a single file with no splits"
+        )
+    digest = sha256_of(file)
     with closing(iter_raw_records(file, skip_bad_lines=on_error == "skip")) as raws:
         # Detection needs a readable record; unreadable ones before it are skipped (and counted) later.
         unreadable: list[RawRecord] = []
@@ -225,9 +210,11 @@ def load_records(
     source: str | None = None,
     limit: int | None = None,
     on_error: OnError = "raise",
+    split: str | None = None,
 ) -> list[QARecord]:
     """The records of `load_dataset_file(path, ...)`, without the corpus."""
-    return list(load_dataset_file(path, format=format, source=source, limit=limit, on_error=on_error).records)
+    loaded = load_dataset_file(path, format=format, source=source, limit=limit, on_error=on_error, split=split)
+    return list(loaded.records)
 
 
 # ------------------------------------------------------------------------------------ arguments, driver
@@ -237,28 +224,17 @@ def _check_path(path: str | Path) -> Path:
     file = Path(path)
     if not file.exists():
         raise DataNotFoundError("no such file", path=file)
-    if not file.is_file():
-        raise DataError("not a regular file (a dataset is one file)", path=file)
+    if not file.is_file() and not file.is_dir():
+        raise DataError("not a regular file (a dataset is one file, or a BEIR folder)", path=file)
     return file
 
 
-def _check_arguments(format: str, source: str | None, limit: int | None, on_error: str) -> None:
-    if on_error not in get_args(OnError):
-        raise ConfigError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
+def _check_arguments(format: str, source: str | None, limit: int | None, on_error: str, split: str | None) -> None:
+    check_common_arguments(source, limit, on_error)
     if format != "auto" and format not in FORMATS:
         raise ConfigError(f"format={format!r} is not supported; use 'auto' or one of {', '.join(FORMATS)}")
-    if source is not None and not isinstance(source, str):
-        raise ConfigError(f"source must be a string or None, got {type(source).__name__}")
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-        raise ConfigError(f"limit must be a non-negative integer or None, got {limit!r}")
-
-
-def _sha256(file: Path) -> str:
-    h = hashlib.sha256()
-    with open(file, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+    if split is not None and (not isinstance(split, str) or not split.strip()):
+        raise ConfigError(f"split must be a non-empty string or None, got {split!r}")
 
 
 def _parse_all(
@@ -266,7 +242,11 @@ def _parse_all(
 ) -> tuple[list[DraftRecord], ContextCorpusBuilder | None, int]:
     parser = _PARSERS[fmt]
     builder = ContextCorpusBuilder() if fmt in _CONTEXT_FORMATS else None
-    ctx = ParseContext(path=file, source=source, default_source=implied_source(fmt, file), paragraphs=builder)
+    ctx = ParseContext(path=file, source=source, default_source=implied_source(fmt, file), paragraphs=builder,
+                       named_dataset=source_from_path(file))
+    # Every value of a TSV or CSV file is text: the format's list and mapping cells are read back first.
+    delimited = container_kind(file) in ("tsv", "csv")
+    hint = "" if on_error == "skip" else SKIP_HINT
     drafts: list[DraftRecord] = []
     labels: dict[str, str] = {}
     skipped: list[str] = []
@@ -277,11 +257,11 @@ def _parse_all(
             continue
         label = record_label(raw)
         try:
-            draft = _parse_one(parser, raw, label, fmt, ctx)
+            draft = _parse_one(parser, raw, label, fmt, ctx, delimited, hint)
             rid = draft.record.id
             if rid in labels:
                 raise DataError(
-                    f"duplicate record id {rid!r} (first seen at record {labels[rid]})", path=file, record=label
+                    f"duplicate record id {rid!r} (first seen at record {labels[rid]}){hint}", path=file, record=label
                 )
         except DataError as exc:
             if on_error == "raise":
@@ -297,11 +277,7 @@ def _parse_all(
 
 def _report(ctx: ParseContext, file: Path, fmt: str, skipped: list[str], kept: int) -> None:
     """One warning per kind of loss or guess, with a count, instead of one per record (or none)."""
-    if skipped:
-        logger.warning(
-            "%s: skipped %d of %d records that cannot be read as %r (on_error='skip'); the first: %s",
-            file, len(skipped), len(skipped) + kept, fmt, " | ".join(skipped[:3]),
-        )
+    report_skipped(file, skipped, kept, repr(fmt))
     if ctx.derived_ids:
         logger.warning(
             "%s: %d records have no id; each gets 'sha1:' + a hash of its question and answers (stable when "
@@ -314,6 +290,13 @@ def _report(ctx: ParseContext, file: Path, fmt: str, skipped: list[str], kept: i
             "and only the answer as gold entity (the metadata is kept as found); the first: %s",
             file, len(ctx.lost_annotations), ctx.lost_annotations[0],
         )
+    if ctx.missing_titles:
+        logger.warning(
+            "%s: %d supporting titles are not among their records' context paragraphs (the first: %s); they stay "
+            "in gold_titles, which is what a separate corpus (corpus_path) is matched by, but have no gold_docs "
+            "in the file's own paragraphs",
+            file, len(ctx.missing_titles), ", ".join(ctx.missing_titles[:3]),
+        )
 
 
 def _parse_one(
@@ -322,14 +305,17 @@ def _parse_one(
     label: str,
     fmt: str,
     ctx: ParseContext,
+    delimited: bool,
+    hint: str,
 ) -> DraftRecord:
+    cut = f" ({TRUNCATED})" if raw.cut else ""
     if not isinstance(raw.value, Mapping):
-        raise DataError(f"expected a JSON object, got {type_name(raw.value)}", path=ctx.path, record=label)
+        raise DataError(f"expected a JSON object, got {type_name(raw.value)}{cut}{hint}", path=ctx.path, record=label)
     ctx.number = raw.number
     try:
-        return parser(raw.value, ctx)
+        return parser(decode_row(raw.value, fmt) if delimited else raw.value, ctx)
     except RecordShapeError as exc:
-        raise DataError(f"{exc} (reading as format {fmt!r})", path=ctx.path, record=label) from None
+        raise DataError(f"{exc} (reading as format {fmt!r}){cut}{hint}", path=ctx.path, record=label) from None
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
         # A safety net: the parsers validate what they read, so reaching this is a loader bug, but the
         # caller still learns which record triggered it.

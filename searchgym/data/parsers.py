@@ -9,7 +9,6 @@ also maps each format name to its parser.
 from __future__ import annotations
 
 import hashlib
-import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,10 +33,7 @@ from searchgym.data.records import QARecord
 
 if TYPE_CHECKING:
     # Type-only: the loader builds the context corpus and imports this module.
-    from searchgym.data.loaders import ContextCorpusBuilder
-
-# Messages keep the logger they had before the loader was split into modules.
-logger = logging.getLogger("searchgym.data.loaders")
+    from searchgym.data.dataset import ContextCorpusBuilder
 
 
 @dataclass
@@ -58,12 +54,17 @@ class ParseContext:
     source: str | None
     default_source: str
     paragraphs: ContextCorpusBuilder | None
+    named_dataset: str | None = None
+    """The benchmark the file's path names (`formats.source_from_path`), for layouts whose records do not
+    say (KILT's task files are named `nq-dev-kilt.jsonl`, `hotpotqa-dev-kilt.jsonl`...)."""
     seen_ids: set[str] = field(default_factory=set)
     number: int = 0
     derived_ids: int = 0
     """Records that had no id and got one derived from their question and answers."""
     lost_annotations: list[str] = field(default_factory=list)
     """Where a record's metadata had annotations of a shape the parser does not know (left in metadata)."""
+    missing_titles: list[str] = field(default_factory=list)
+    """Supporting titles that are not among their record's context paragraphs (`record N: 'Title'`)."""
 
     def source_for(self, data_source: str | None = None) -> str:
         if self.source is not None:
@@ -172,12 +173,8 @@ def _gold_keys_for_titles(
         if title in by_title:
             keys.append(by_title[title])
         else:
-            logger.warning(
-                "%s record %d: supporting title %r is not among its context paragraphs; left out of gold_docs",
-                ctx.path,
-                ctx.number,
-                title,
-            )
+            # Counted, and reported once for the file by the loader.
+            ctx.missing_titles.append(f"record {ctx.number}: {title!r}")
     return tuple(keys)
 
 

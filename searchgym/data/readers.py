@@ -2,23 +2,22 @@
 optionally `.gz`.
 
 The container is chosen by the extension (`.json`, `.jsonl`/`.ndjson`, `.parquet`, `.tsv`, `.csv`, under an
-optional `.gz`), else by the file's first bytes. TSV and CSV files need a header line; its column names
-are stripped and lowercased (Bamboogle's `Question,Answer`), and every value is a string. Each raw record
-keeps its position for error messages: `line N` (1-based) for jsonl, TSV and CSV, the 0-based list index
-for JSON lists, `row N` (0-based) for parquet. Invalid
-UTF-8, malformed JSON and truncated or corrupt (compressed) data raise a `DataError` naming the file and,
-where it can be told, the record. Records are yielded one at a time, so a caller that stops early
-(`limit`) leaves the rest of a jsonl or parquet file unread.
+optional `.gz`), else by the file's first bytes. TSV and CSV files need a header line and are read by
+`searchgym.data.delimited`; every value there is a string. Each raw record keeps its position for error
+messages: `line N` (1-based) for jsonl, TSV and CSV, the 0-based list index for JSON lists, `row N`
+(0-based) for parquet. Invalid UTF-8, malformed JSON and truncated or corrupt (compressed) data raise a
+`DataError` naming the file and, where it can be told, the record; where the file ends inside a record
+(a jsonl line, a list element, a quoted CSV field, a parquet file without its footer) the message says the
+file looks truncated. Records are yielded one at a time, so a caller that stops early (`limit`) leaves
+the rest of a jsonl or parquet file unread.
 """
 
 from __future__ import annotations
 
 import codecs
-import csv
 import gzip
 import io
 import json
-import sys
 import re
 import zlib
 from collections.abc import Iterator, Mapping
@@ -30,6 +29,14 @@ from searchgym.errors import DataError
 _WS = re.compile(r"[ \t\n\r]*")
 _SURROGATE = re.compile("[\udc80-\udcff]")
 
+TRUNCATED = "the file ends inside this record: it looks truncated (an interrupted download or copy?)"
+"""What an error in a record that the file ends inside adds to its message."""
+SKIP_HINT = (
+    "; to leave out the records that cannot be read, with one warning that counts them, pass on_error='skip' "
+    "(load_dataset_file, load_records or gym.make)"
+)
+"""What an error in one record adds to its message, where skipping the record would let the file load."""
+
 
 class RawRecord(NamedTuple):
     """One record as read from the file, before any format is applied."""
@@ -38,6 +45,8 @@ class RawRecord(NamedTuple):
     number: int
     """Line number (jsonl), list index (JSON) or row (parquet)."""
     value: Any
+    cut: bool = False
+    """The file ends inside this record, without a final newline: an error in it says the file looks truncated."""
 
 
 class Unreadable(NamedTuple):
@@ -61,11 +70,14 @@ def iter_raw_records(file: Path, *, skip_bad_lines: bool = False) -> Iterator[Ra
     """The file's raw records. With `skip_bad_lines`, a jsonl line that is not JSON (or a TSV/CSV row with
     the wrong number of fields) comes as an `Unreadable` value instead of raising; a broken JSON list or
     parquet file still raises, since nothing after the break can be located."""
-    kind = _container_kind(file)
+    kind = container_kind(file)
     if kind == "parquet":
         return _iter_parquet(file)
     if kind in ("tsv", "csv"):
-        return _iter_delimited(file, "\t" if kind == "tsv" else ",", skip_bad_lines)
+        # Imported here: the delimited reader builds on this module's records and byte readers.
+        from searchgym.data.delimited import iter_delimited
+
+        return iter_delimited(file, "\t" if kind == "tsv" else ",", skip_bad_lines)
     if _first_significant_byte(file) == b"[":
         return iter_json_array(file)
     return _iter_json_lines(file, skip_bad_lines)
@@ -81,7 +93,7 @@ def _inner_suffix(file: Path) -> str:
     return Path(name).suffix
 
 
-def _container_kind(file: Path) -> str:
+def container_kind(file: Path) -> str:
     suffix = _inner_suffix(file)
     if suffix == ".parquet":
         return "parquet"
@@ -127,18 +139,18 @@ def _iter_json_lines(file: Path, skip_bad_lines: bool = False) -> Iterator[RawRe
         with _open_binary(file) as fh:
             for lineno, line in enumerate(fh, 1):
                 try:
-                    raw = _decode_json_line(file, lineno, line)
+                    raw = _decode_json_line(file, lineno, line, "" if skip_bad_lines else SKIP_HINT)
                 except DataError as exc:
                     if not skip_bad_lines:
                         raise
                     raw = RawRecord(f"at line {lineno}", lineno, Unreadable(str(exc)))
                 if raw is not None:
-                    yield raw
+                    yield raw._replace(cut=True) if not line.endswith(b"\n") else raw
     except (OSError, EOFError, zlib.error) as exc:
         raise DataError(f"cannot read the file (truncated or corrupt compressed data?): {exc}", path=file) from exc
 
 
-def _decode_json_line(file: Path, lineno: int, line: bytes) -> RawRecord | None:
+def _decode_json_line(file: Path, lineno: int, line: bytes, hint: str) -> RawRecord | None:
     where = f"at line {lineno}"
     if lineno == 1:
         line = line.removeprefix(codecs.BOM_UTF8)
@@ -146,20 +158,20 @@ def _decode_json_line(file: Path, lineno: int, line: bytes) -> RawRecord | None:
         text = line.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise DataError(
-            _not_utf8_message(line[exc.start : exc.start + 1], f"column {exc.start + 1}"), path=file, record=where
+            not_utf8_message(line[exc.start : exc.start + 1], f"column {exc.start + 1}"), path=file, record=where
         ) from None
     if not text.strip():
         return None
     try:
         return RawRecord(where, lineno, json.loads(text))
     except json.JSONDecodeError as exc:
-        hint = (
+        cut = (
             " (the line is cut short: is the file truncated?)"
             if not line.endswith(b"\n") or exc.pos >= len(text.rstrip())
             else ""
         )
         raise DataError(
-            f"invalid JSON at column {exc.colno}: {exc.msg}{hint}; each line must hold one JSON object",
+            f"invalid JSON at column {exc.colno}: {exc.msg}{cut}; each line must hold one JSON object{hint}",
             path=file,
             record=where,
         ) from None
@@ -175,14 +187,14 @@ def _unreadable_json_message(exc: ValueError | RecursionError) -> str:
     return f"unreadable JSON value: {exc}"
 
 
-def _not_utf8_message(bad: bytes, position: str) -> str:
+def not_utf8_message(bad: bytes, position: str) -> str:
     return (
         f"not valid UTF-8 (byte {bad!r} at {position}); dataset files must be UTF-8: "
         "re-encode the file, e.g. `iconv -f latin1 -t utf-8`"
     )
 
 
-def _read_all_bytes(file: Path) -> bytes:
+def read_all_bytes(file: Path) -> bytes:
     try:
         with _open_binary(file) as fh:
             return fh.read()
@@ -191,7 +203,7 @@ def _read_all_bytes(file: Path) -> bytes:
 
 
 def _read_all_text(file: Path) -> str:
-    data = _read_all_bytes(file)
+    data = read_all_bytes(file)
     # surrogateescape keeps undecodable bytes as lone surrogates so that the record holding them can be
     # named once the list has been split into records.
     return data.removeprefix(codecs.BOM_UTF8).decode("utf-8", errors="surrogateescape")
@@ -206,7 +218,7 @@ def iter_json_array(file: Path) -> Iterator[RawRecord]:
         if bad_pos is not None and start <= bad_pos < end:
             line = text.count("\n", 0, bad_pos) + 1
             raw_byte = text[bad_pos].encode("utf-8", "surrogateescape")
-            raise DataError(_not_utf8_message(raw_byte, f"line {line}"), path=file, record=index)
+            raise DataError(not_utf8_message(raw_byte, f"line {line}"), path=file, record=index)
         yield RawRecord(str(index), index, value)
 
 
@@ -261,11 +273,11 @@ def _check_array_end(text: str, pos: int, file: Path) -> None:
 
 def _iter_parquet(file: Path) -> Iterator[RawRecord]:
     pq = _import_parquet(file)
-    source: Any = io.BytesIO(_read_all_bytes(file)) if _is_gzip(file) else file
+    source: Any = io.BytesIO(read_all_bytes(file)) if _is_gzip(file) else file
     try:
         reader = pq.ParquetFile(source)
     except Exception as exc:  # pyarrow raises ArrowInvalid/OSError subclasses; none should escape raw
-        raise DataError(f"not a readable parquet file: {exc}", path=file) from exc
+        raise DataError(f"not a readable parquet file: {exc}{_cut_parquet_hint(file)}", path=file) from exc
     row = 0
     try:
         for batch in reader.iter_batches(batch_size=1024):
@@ -278,48 +290,21 @@ def _iter_parquet(file: Path) -> Iterator[RawRecord]:
         ) from exc
 
 
+def _cut_parquet_hint(file: Path) -> str:
+    """Why a file that starts as parquet cannot be opened: a parquet file ends with its footer and the same
+    magic bytes it starts with, so a file with the first but not the last was cut off."""
+    data = read_all_bytes(file)
+    if data[:4] == b"PAR1" and data[-4:] != b"PAR1":
+        return (
+            f" (the file starts as parquet but its footer is missing after {len(data)} bytes: it looks truncated, "
+            "e.g. an interrupted download or copy; fetch it again)"
+        )
+    return ""
+
+
 def _import_parquet(file: Path) -> Any:
     try:
         import pyarrow.parquet as pq
     except ImportError as exc:
         raise DataError("reading parquet needs pyarrow: pip install pyarrow", path=file) from exc
     return pq
-
-
-def _iter_delimited(file: Path, delimiter: str, skip_bad_lines: bool = False) -> Iterator[RawRecord]:
-    """Rows of a TSV or CSV file with a header line, as {lowercased column: string value}."""
-    csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
-    kind, separator = ("TSV", "tab") if delimiter == "\t" else ("CSV", "comma")
-    text = _read_all_bytes(file).removeprefix(codecs.BOM_UTF8)
-    try:
-        decoded = text.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = text.count(b"\n", 0, exc.start) + 1
-        column = exc.start - text.rfind(b"\n", 0, exc.start)
-        message = _not_utf8_message(text[exc.start : exc.start + 1], f"column {column}")
-        raise DataError(message, path=file, record=f"line {line}") from None
-    reader = csv.reader(io.StringIO(decoded, newline=""), delimiter=delimiter)
-    try:
-        header = next(reader, None)
-        if header is None:
-            return
-        columns = [name.strip().lower() for name in header]
-        if len(set(columns)) != len(columns) or "" in columns:
-            raise DataError(f"the header line must name every column once, got {header}", path=file, record="line 1")
-        for row in reader:
-            where = f"line {reader.line_num}"
-            if not row:
-                continue
-            if len(row) != len(columns):
-                error = DataError(
-                    f"expected {len(columns)} {separator}-separated fields ({', '.join(columns)}), got {len(row)}",
-                    path=file,
-                    record=where,
-                )
-                if not skip_bad_lines:
-                    raise error
-                yield RawRecord(where, reader.line_num, Unreadable(str(error)))
-                continue
-            yield RawRecord(where, reader.line_num, dict(zip(columns, row, strict=True)))
-    except csv.Error as exc:
-        raise DataError(f"unreadable {kind} row: {exc}", path=file, record=f"line {reader.line_num}") from exc

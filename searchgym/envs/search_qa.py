@@ -23,8 +23,8 @@ from searchgym.protocol import Action, ActionProtocol, resolve_protocol
 from searchgym.protocol.tags import DocFormat
 from searchgym.rankers import Ranker, resolve_ranker
 from searchgym.retrieval import Hit, Retriever, resolve_retriever
-from searchgym.rewards import (answer_scores, cover_exact_match, exact_match, f1_score, resolve_answer_reward,
-                               substring_exact_match, turn_action)
+from searchgym.rewards import (answer_scores, cover_exact_match, exact_match, f1_score, resolve_episode_reward,
+                               shown_documents, substring_exact_match, turn_action)
 from searchgym.rewards.answer import AnswerReward
 
 logger = logging.getLogger(__name__)
@@ -34,6 +34,23 @@ JudgeMode = Literal["sync", "deferred"]
 """How a gold entity matches the thinking text (the `entity_match` argument)."""
 
 MAX_TEXT = 1_000_000
+
+
+def _check_scorable(records: Sequence[QARecord], reward: object, by_documents: bool) -> None:
+    """A reward that no question can earn is a `ConfigError`: the same score for every episode."""
+    if by_documents:
+        if not any(r.gold_docs for r in records):
+            raise ConfigError(f"answer_reward={reward!r} scores the documents shown against gold documents, and none of "
+                              "the questions has any; use an answer reward such as 'em'")
+        return
+    unanswered = sum(not r.answers for r in records)
+    if unanswered == len(records):
+        raise ConfigError("none of the questions has a gold answer (BEIR queries are judged by their documents): an "
+                          "answer reward scores every episode 0; pass answer_reward='doc_recall' or 'doc_ndcg' "
+                          "(the judged documents found), see searchgym.rewards.documents")
+    if unanswered:
+        logger.warning("%d of %d questions have no gold answer, so the answer reward scores them 0; "
+                       "answer_reward='doc_recall' or 'doc_ndcg' scores the documents found", unanswered, len(records))
 
 
 class SearchQAEnv(gym.Env[str, str]):
@@ -63,6 +80,9 @@ class SearchQAEnv(gym.Env[str, str]):
     0 on every step except the answering one, which gets `answer_reward(answer, gold_answers)`: exact
     match after SQuAD normalization by default (`"f1"`, `"cover_em"`, `"subem"` or any function). EM, F1,
     cover-EM, subem (Search-R1's substring match) and format validity are always reported in `info["reward"]`.
+    Questions without answers (BEIR queries) are scored by the documents the episode showed instead:
+    `answer_reward="doc_recall"` or `"doc_ndcg"` against the record's judged relevance
+    (`searchgym.rewards.documents`); the answer text then only ends the episode.
 
     ## Credit signals in `info` (schema: `searchgym.info`, docs/step-info.md)
     With a `judge` (by default `GoldJudge` wherever the record carries gold supporting documents or titles;
@@ -89,7 +109,10 @@ class SearchQAEnv(gym.Env[str, str]):
     - `retriever`: `"bm25"` (bm25s, default), `"rank_bm25"`, or any `Retriever`.
     - `ranker`: None (retriever order), `"oracle"` (candidates holding a gold answer first: COSEARCH's oracle
       experiment, `searchgym.rankers.oracle`) or any `Ranker`.
-    - `answer_reward`: `"em"`, `"f1"`, `"cover_em"`, `"subem"` or a function (prediction, golds) -> float.
+    - `answer_reward`: `"em"`, `"f1"`, `"cover_em"`, `"subem"` or a function (prediction, golds) -> float;
+      or `"doc_recall"`, `"doc_ndcg"`: the documents shown, for questions with gold documents (BEIR). An
+      answer reward over questions of which none has an answer is a `ConfigError`, and so is a document
+      reward over questions of which none has gold documents.
     - `action_format`: `"tags"` (Search-R1) or `"tool_calls"`, or any `ActionProtocol`.
     - `template`: the prompt template, with a `{question}` field; defaults to the grammar's own.
     - `doc_format`: how the tag grammar writes documents, `"search-r1"` or `"plain"`; None means
@@ -98,7 +121,7 @@ class SearchQAEnv(gym.Env[str, str]):
     - `max_turns`: turns before truncation (4). `max_query_chars`: longer queries are invalid (1000).
     - `cache_dir`: where retrieval indexes are cached (`~/.cache/searchgym`; False disables).
     - `judge`: `"auto"` (default: `GoldJudge` for every question whose record carries gold supporting
-      documents or titles, as the synthetic world, HotpotQA, 2Wiki and MuSiQue do; no labels for the
+      documents or titles, as the synthetic world, HotpotQA, 2Wiki, MuSiQue, KILT and BEIR do; no labels for the
       others, with the reason in `info["labels_reason"]`), None (no labels), `"gold"` (`GoldJudge` on every
       question; without gold documents or titles it judges by answer-bearing documents) or any `Judge`,
       e.g. `LLMJudge(backend)`. `judge_mode`: `"sync"` or `"deferred"`; None follows the judge's own
@@ -208,7 +231,10 @@ class SearchQAEnv(gym.Env[str, str]):
         self.corpus = corpus
         self.retriever = resolve_retriever(retriever, corpus, cache_dir=None if cache_dir is True else cache_dir)
         self.ranker = resolve_ranker(ranker, self.records)
-        self.answer_reward = resolve_answer_reward(answer_reward)
+        scorer, self.doc_reward = resolve_episode_reward(answer_reward)
+        """`doc_reward`: the document reward the answering step gets (`answer_reward="doc_recall"`...), else None."""
+        self.answer_reward = scorer or self.doc_reward
+        _check_scorable(self.records, answer_reward, self.doc_reward is not None)
         self.protocol = resolve_protocol(action_format, template=template, max_query_chars=max_query_chars, doc_format=doc_format,
                                          no_match_hint=no_match_hint)
         self.top_k, self.candidates, self.max_turns = top_k, candidates, max_turns
@@ -403,8 +429,12 @@ class SearchQAEnv(gym.Env[str, str]):
         subem = 1.0 if cover_em else substring_exact_match(answer, golds)
         reward = self.answer_reward
         parts: RewardParts = info["reward"]
-        # A named answer reward is one of the metrics just computed: not computed twice.
-        parts["answer"] = (em if reward is exact_match else f1 if reward is f1_score else cover_em if reward is cover_exact_match
-                           else subem if reward is substring_exact_match else float(reward(answer, golds)))
+        if self.doc_reward is not None:
+            shown = shown_documents([d["id"] for d in i["shown"]] for i in self.turn_infos)
+            parts["answer"] = float(self.doc_reward(shown, self.record.relevance))
+        else:
+            # A named answer reward is one of the metrics just computed: not computed twice.
+            parts["answer"] = (em if reward is exact_match else f1 if reward is f1_score else cover_em if reward is cover_exact_match
+                               else subem if reward is substring_exact_match else float(reward(answer, golds)))
         parts["em"], parts["f1"], parts["cover_em"], parts["subem"] = em, f1, cover_em, subem
         return parts["answer"]

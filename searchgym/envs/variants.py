@@ -11,6 +11,7 @@ from typing import Any, Literal
 from searchgym.corpus import Corpus, load_corpus
 from searchgym.data import fetch_dataset, load_dataset_file
 from searchgym.data.checks import check_dataset
+from searchgym.data.dataset import OnError, QADataset
 from searchgym.data.formats import DatasetFormat
 from searchgym.data.hub import cache_path
 from searchgym.data.records import QARecord
@@ -42,8 +43,26 @@ def _check_env_options(owner: str, options: dict[str, Any]) -> None:
         raise TypeError(f"{owner}() got unexpected keyword argument(s) {unknown}; the environment options are {sorted(accepted)}")
 
 
-def _load_corpus_arg(corpus_path: str | Path | None) -> Corpus | None:
-    return None if corpus_path is None else load_corpus(corpus_path)
+def _load_corpus_arg(corpus_path: str | Path | None, on_error: OnError = "raise") -> Corpus | None:
+    return None if corpus_path is None else load_corpus(corpus_path, on_error=on_error)
+
+
+def _corpus_of(
+    loaded: QADataset, corpus_path: str | Path | None, env_options: dict[str, Any], on_error: OnError
+) -> Corpus | None:
+    """`corpus_path`'s corpus, else the questions' own: their context paragraphs, or the corpus file that
+    comes with them (a BEIR folder's), loaded only when the retriever is built here (not an object)."""
+    corpus = _load_corpus_arg(corpus_path, on_error)
+    if corpus is None:
+        corpus = loaded.corpus
+    if corpus is None and loaded.corpus_path is not None and isinstance(env_options.get("retriever", "bm25"), str):
+        corpus = load_corpus(loaded.corpus_path, on_error=on_error)
+    return corpus
+
+
+def _split_arg(data_path: str | Path, split: str | None) -> str | None:
+    """The split to pass the loader: a BEIR folder's qrels split; a single file has none."""
+    return split if Path(data_path).is_dir() else None
 
 
 def _limit(records: list[QARecord], limit: int | None) -> list[QARecord]:
@@ -63,7 +82,10 @@ class BenchmarkSearchQAEnv(SearchQAEnv):
 
     The file must hold this benchmark's questions (`searchgym.data.checks`): another benchmark's file is a
     `ConfigError` that says what it was detected as. `format=` names the file's format (see
-    `searchgym.data.load_dataset_file`) and skips that check.
+    `searchgym.data.load_dataset_file`) and skips that check. `on_error="skip"` leaves out the records
+    of the question file and of the corpus file that cannot be read, with one warning per file that counts
+    them. `data_path` may be a BEIR folder (of this benchmark, e.g. BEIR's `nq`); `split` then picks its
+    qrels file.
     """
 
     def __init__(
@@ -77,24 +99,24 @@ class BenchmarkSearchQAEnv(SearchQAEnv):
         download: bool = True,
         cache_dir: str | Path | None | Literal[False] = None,
         format: DatasetFormat = "auto",
+        on_error: OnError = "raise",
         **env_options: Any,
     ):
         if dataset not in DEFAULT_SPLITS:
             raise ConfigError(f"unknown dataset {dataset!r}; choose one of {sorted(DEFAULT_SPLITS)}")
         _check_env_options(type(self).__name__, env_options)
         self.dataset = dataset
-        split = split or DEFAULT_SPLITS[dataset]
         if data_path is None:
+            split = split or DEFAULT_SPLITS[dataset]
             if not download:
                 raise DataNotFoundError(_how_to_provide(dataset, split))
             data_path = fetch_dataset(dataset, split, cache_dir=_hub_cache(cache_dir))
-        loaded = load_dataset_file(data_path, source=dataset, format=format)
+        loaded = load_dataset_file(data_path, source=dataset, format=format, on_error=on_error,
+                                   split=_split_arg(data_path, split))
         if format == "auto":
             check_dataset(loaded, dataset, _env_id(dataset))
         self.data_path, self.data_sha256 = loaded.path, loaded.sha256
-        corpus = _load_corpus_arg(corpus_path)
-        if corpus is None:
-            corpus = loaded.corpus
+        corpus = _corpus_of(loaded, corpus_path, env_options, on_error)
         if corpus is None and isinstance(env_options.get("retriever", "bm25"), str):
             raise DataNotFoundError(
                 f"{dataset} questions carry no passages to search: pass corpus_path= (the 2018 Wikipedia passages "
@@ -139,10 +161,13 @@ class CustomSearchQAEnv(SearchQAEnv):
     """`SearchQAEnv` over your own questions and corpus.
 
     `data_path` is a question file in any format `searchgym.data.load_records` reads (FlashRAG jsonl with
-    `id`, `question`, `golden_answers` is the simplest). `corpus_path` is a corpus file (jsonl with
-    `id`+`contents` or `id`+`title`+`text`, a JSON list of `{title, text}`, or DPR tsv); it may be omitted
-    when the question file carries its own paragraphs, or when `retriever` is an object. Any benchmark's
-    file loads here, unchecked; `format=` names its format when detection cannot tell.
+    `id`, `question`, `golden_answers` is the simplest), or a BEIR folder (`split` picks its qrels file).
+    `corpus_path` is a corpus file (jsonl with `id`+`contents` or `id`+`title`+`text`, a JSON list of
+    `{title, text}`, the KILT knowledge source, or DPR tsv); it may be omitted when the question file
+    carries its own paragraphs, when a BEIR folder brings its `corpus.jsonl`, or when `retriever` is an
+    object. Any benchmark's file loads here, unchecked; `format=` names its format when detection cannot
+    tell. `on_error="skip"` leaves out the records of the question file and of the corpus file that cannot
+    be read, with one warning per file that counts them.
     """
 
     def __init__(
@@ -154,6 +179,7 @@ class CustomSearchQAEnv(SearchQAEnv):
         limit: int | None = None,
         cache_dir: str | Path | None | Literal[False] = None,
         format: DatasetFormat = "auto",
+        on_error: OnError = "raise",
         **env_options: Any,
     ):
         _check_env_options(type(self).__name__, env_options)
@@ -164,11 +190,10 @@ class CustomSearchQAEnv(SearchQAEnv):
                 "a corpus file (jsonl with 'id' and 'contents' or 'title'+'text', or DPR tsv)"
             )
         self.split = split
-        loaded = load_dataset_file(data_path, source="custom", format=format)
+        loaded = load_dataset_file(data_path, source="custom", format=format, on_error=on_error,
+                                   split=_split_arg(data_path, split))
         self.data_path, self.data_sha256 = loaded.path, loaded.sha256
-        corpus = _load_corpus_arg(corpus_path)
-        if corpus is None:
-            corpus = loaded.corpus
+        corpus = _corpus_of(loaded, corpus_path, env_options, on_error)
         if corpus is None and isinstance(env_options.get("retriever", "bm25"), str):
             raise DataNotFoundError("no corpus: pass corpus_path= a corpus file, or retriever= a retriever object", path=data_path)
         super().__init__(_limit(list(loaded.records), limit), corpus, cache_dir=cache_dir, **env_options)

@@ -424,7 +424,9 @@ def test_limit_stops_reading_early(tmp_path):
 
 
 def test_all_formats_named():
-    assert set(FORMATS) == {"hotpotqa", "hotpotqa_hf", "2wiki", "musique", "popqa", "flashrag", "searchr1", "nq_open"}
+    assert set(FORMATS) == {
+        "hotpotqa", "hotpotqa_hf", "2wiki", "musique", "popqa", "flashrag", "searchr1", "nq_open", "kilt", "beir"
+    }
 
 
 # ------------------------------------------------------------------------------------------ errors
