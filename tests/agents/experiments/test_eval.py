@@ -4,7 +4,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from benchmarks.eval import summarize
+from agents.experiments.eval import summarize
 from searchgym.envs import SearchQAEnv
 
 

@@ -1,4 +1,4 @@
-"""The learners comparison (`python -m benchmarks.learners`): the pipeline on a tiny model, and the
+"""The learners comparison (`python -m agents.experiments.learners`): the pipeline on a tiny model, and the
 learning check's arithmetic on literal numbers."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from dataclasses import asdict, replace
 import pytest
 import torch
 
-from benchmarks import learners
+from agents.experiments import learners
 
 
 def _seed(base: float, start: float, **final: float) -> dict:

@@ -1,14 +1,14 @@
 """The fingerprint of a reference evaluation: what decides the questions a policy was scored on and how.
 
-The learners benchmark (`benchmarks.learners`) writes one per seed into `results.json`, next to that seed's
-results; `benchmarks.compare` rebuilds the env from it and refuses to compare when anything differs. It holds
+The learners benchmark (`agents.experiments.learners`) writes one per seed into `results.json`, next to that seed's
+results; `agents.experiments.compare` rebuilds the env from it and refuses to compare when anything differs. It holds
 
 - `env_id` and `make`: the `gym.make` arguments of the evaluation env (world size, hops, split, world seed,
   number of questions, max_turns, top_k, template, ...), enough to rebuild it;
 - `eval_questions`: how many of its questions were evaluated (the first ones, greedily);
 - `rollout`: the budgets and prompt settings of the rollout engine that ran the episodes (max_turn_tokens,
   max_response_tokens, stop strings, chat template use, ...);
-- `setting`: `benchmarks.eval.env_fingerprint` of the env as built: hashes of its questions, corpus and
+- `setting`: `agents.experiments.eval.env_fingerprint` of the env as built: hashes of its questions, corpus and
   prompt, the retriever's and ranker's descriptions, doc format and answer reward. A rebuilt env whose
   `setting` differs (a changed world generator, another data file) is refused like any other difference.
 
@@ -24,11 +24,11 @@ from typing import Any
 
 import gymnasium as gym
 
-from benchmarks.eval import env_fingerprint
+from agents.experiments.eval import env_fingerprint
 from searchgym.errors import ConfigError
 
 FINGERPRINT_VERSION = 1
-"""Bumped when the layout changes; `benchmarks.compare` refuses other versions."""
+"""Bumped when the layout changes; `agents.experiments.compare` refuses other versions."""
 
 ROLLOUT_KEYS = ("max_turn_tokens", "max_response_tokens", "max_obs_tokens", "stop", "system_prompt", "use_chat_template", "stop_on_invalid")
 """The rollout engine settings that change what a greedy policy sees or how long it may write."""
@@ -151,7 +151,7 @@ def env_factory(fingerprint: Mapping[str, Any], *, cache_dir: str | Path | None 
     None is searchgym's default cache, False none)."""
     if fingerprint.get("version") != FINGERPRINT_VERSION:
         raise ConfigError(f"{source}: fingerprint version {fingerprint.get('version')!r}, this is version {FINGERPRINT_VERSION}; "
-                          "re-run the learners benchmark (python -m benchmarks.learners) with this version")
+                          "re-run the learners benchmark (python -m agents.experiments.learners) with this version")
     make = dict(fingerprint["make"])
     objects = sorted(k for k, v in make.items() if isinstance(v, Mapping) and _OBJECT in v)
     if objects:

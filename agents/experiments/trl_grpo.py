@@ -7,9 +7,9 @@ masked out of the loss), scores them with searchgym's rewards, and lets TRL do o
 env reward (EM of the final answer), F1, format validity, turns and searches per episode, how episodes
 ended and the loss, and appends them to `--out`/metrics.jsonl.
 
-    python -m benchmarks.trl_grpo --model smollm2-135m --env SearchQA-Synthetic-v0 --steps 10
-    python -m benchmarks.trl_grpo --model tiny --steps 2   # a random 2-layer model: a smoke run
-    python -m benchmarks.trl_grpo --steps 2 --questions-per-step 2 --max-turn-tokens 48 \
+    python -m agents.experiments.trl_grpo --model smollm2-135m --env SearchQA-Synthetic-v0 --steps 10
+    python -m agents.experiments.trl_grpo --model tiny --steps 2   # a random 2-layer model: a smoke run
+    python -m agents.experiments.trl_grpo --steps 2 --questions-per-step 2 --max-turn-tokens 48 \
         --max-completion-length 192 --short-prompt --env-args top_k=1   # sized for a 2-core CPU
 
 Needs `pip install "searchgym[agents,trl]"`. The synthetic env defaults to 1-hop questions here
@@ -102,7 +102,7 @@ class Args:
             kwargs.setdefault("hops", [1])
             kwargs.setdefault("num_questions", self.questions)
         if self.short_prompt:
-            from benchmarks.learners import SHORT_TEMPLATE
+            from agents.experiments.learners import SHORT_TEMPLATE
 
             kwargs.setdefault("template", SHORT_TEMPLATE)
         return kwargs

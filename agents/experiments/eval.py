@@ -11,7 +11,7 @@ Every result carries a fingerprint (dataset file hash, corpus hash, retriever an
 template hash, model, sampling settings, package version); `comparable(a, b)` says whether two results
 may be compared. Results are written as JSON plus a Markdown table.
 
-    python -m benchmarks.eval --env SearchQA-Synthetic-v0 --env-arg hops=1 --model smollm2-135m --questions 50 --k 4
+    python -m agents.experiments.eval --env SearchQA-Synthetic-v0 --env-arg hops=1 --model smollm2-135m --questions 50 --k 4
 """
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ def evaluate(policy, make_env: Callable[[], gym.Env], *, questions: int, k: int 
     `progress`: a bar on stderr of the policy's forward passes against their upper bound (in-process policies;
     a served one shows the elapsed time)."""
     from agents.rollout import RolloutConfig, RolloutEngine
-    from benchmarks.progress import counting_passes, generation_budget, phase
+    from agents.experiments.progress import counting_passes, generation_budget, phase
 
     if k > 1 and temperature == 0:
         raise ValueError("k > 1 samples need temperature > 0 (greedy samples would be identical)")

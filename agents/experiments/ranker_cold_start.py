@@ -11,7 +11,7 @@ first shown candidate is a gold passage or an answer holder, over all requests).
 are the oracle's searches (`--queries oracle`: what the cold start trains on, where BM25 already puts a
 useful candidate first) or each question itself (`--queries question`).
 
-    python -m benchmarks.ranker_cold_start --steps 10 20 40 --requests 50
+    python -m agents.experiments.ranker_cold_start --steps 10 20 40 --requests 50
 """
 
 from __future__ import annotations

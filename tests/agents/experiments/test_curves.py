@@ -1,4 +1,4 @@
-"""`benchmarks.curves`: learners with identical numbers stay visible, and evaluation on the fixed test
+"""`agents.experiments.curves`: learners with identical numbers stay visible, and evaluation on the fixed test
 questions is drawn next to the training curves."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from benchmarks.curves import plot_curves  # noqa: E402
+from agents.experiments.curves import plot_curves  # noqa: E402
 
 LEARNERS = ["grpo", "cw-grpo", "e-grpo", "cosearch"]
 

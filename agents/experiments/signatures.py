@@ -14,14 +14,14 @@ Each runs on the synthetic world and, given `--hotpotqa`, on that file's first q
 questions and paragraphs, the gold judge reading their supporting-fact titles).
 
 Analyses 1 and 2 read one batch of G sampled rollouts per question (the learners' sampling temperature);
-3 reads two greedy runs. All of them run on the learning check's setting (`benchmarks.learners`, preset
+3 reads two greedy runs. All of them run on the learning check's setting (`agents.experiments.learners`, preset
 `cpu-learn`: 2-hop test-split questions of the synthetic world, 4 turns, 1 document shown, the short
 prompt), with the gold judge labelling rounds and E-GRPO's exact entity matching. Writes `results.json`
 and `results.md` under `--out`.
 
-    python -m benchmarks.learners --preset cpu-learn    # writes results/learners/seed0/cold_start/model
-    python -m benchmarks.signatures --model results/learners/seed0/cold_start/model --questions 50 --threads 1
-    python -m benchmarks.signatures --model smollm2-135m --hotpotqa ../shared/data/hotpotqa/hotpot_train_sample_official.json
+    python -m agents.experiments.learners --preset cpu-learn    # writes results/learners/seed0/cold_start/model
+    python -m agents.experiments.signatures --model results/learners/seed0/cold_start/model --questions 50 --threads 1
+    python -m agents.experiments.signatures --model smollm2-135m --hotpotqa ../shared/data/hotpotqa/hotpot_train_sample_official.json
 
 The analysis functions are pure (`entity_contrast`, `contribution_spread`, `f1_gain`, `search_hits`):
 plain inputs in, numbers out.
@@ -258,7 +258,7 @@ def load_policy(model: str, seed: int = 0):
 def _env_maker(first, setting: Setting, ranker: str | None):
     """Envs over `first`'s questions, corpus and retriever (one index for every episode's env)."""
     from searchgym.envs import SearchQAEnv
-    from benchmarks.learners import SHORT_TEMPLATE
+    from agents.experiments.learners import SHORT_TEMPLATE
 
     def make():
         return SearchQAEnv(first.records, first.corpus, retriever=first.retriever, ranker=ranker, template=SHORT_TEMPLATE,
@@ -269,7 +269,7 @@ def _env_maker(first, setting: Setting, ranker: str | None):
 
 def _rollouts(policy, make, questions: int, group: int, temperature: float, setting: Setting, what: str):
     from agents.rollout import RolloutConfig, RolloutEngine
-    from benchmarks.progress import counting_passes, generation_budget, phase
+    from agents.experiments.progress import counting_passes, generation_budget, phase
 
     config = RolloutConfig(group_size=group, temperature=temperature, max_turn_tokens=setting.max_turn_tokens,
                            max_response_tokens=setting.max_response_tokens, seed=setting.seed)
@@ -397,7 +397,7 @@ def report(results: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="each paper's signature analysis on a policy's rollouts")
-    p.add_argument("--model", required=True, help="a model folder (e.g. a cold start written by benchmarks.learners), "
+    p.add_argument("--model", required=True, help="a model folder (e.g. a cold start written by agents.experiments.learners), "
                    "smollm2-135m, or tiny (a random model, for tests)")
     p.add_argument("--questions", type=int, default=50, help="synthetic test questions (and HotpotQA questions)")
     p.add_argument("--group", type=int, default=8, help="G: sampled rollouts per question for the E-GRPO and CW-GRPO analyses")
@@ -420,7 +420,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     results = run(load_policy(args.model, args.seed), setting, args.questions, args.group, args.hotpotqa, out / "cache")
-    results["command"] = "python -m benchmarks.signatures " + " ".join(argv if argv is not None else __import__("sys").argv[1:])
+    results["command"] = "python -m agents.experiments.signatures " + " ".join(argv if argv is not None else __import__("sys").argv[1:])
     table = report(results)
     (out / "results.json").write_text(json.dumps(_finite(results), indent=2, default=str))
     (out / "results.md").write_text(f"`{results['command']}`\n\n{table}\n")

@@ -13,7 +13,7 @@ from agents.models import TinyModelConfig, build_tiny_model
 from agents.policies.hf import HFPolicy
 from agents.train import TrainConfig
 from agents.train.config import EnvConfig, RolloutConfig
-from benchmarks import learners
+from agents.experiments import learners
 from tests.agents.fake_sglang import FakeSGLang
 
 HOTPOTQA = [

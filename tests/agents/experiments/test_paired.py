@@ -1,10 +1,10 @@
-"""`benchmarks.paired`: the paired statistics behind the learning check and `compare --paired`, by hand."""
+"""`agents.experiments.paired`: the paired statistics behind the learning check and `compare --paired`, by hand."""
 
 import math
 
 import pytest
 
-from benchmarks.paired import paired_difference
+from agents.experiments.paired import paired_difference
 
 
 def test_two_seeds_by_hand():

@@ -1,7 +1,7 @@
 """Benchmark a new agent against the reference learners, on the exact env they were evaluated on.
 
-`--reference` is the `results.json` of the learners benchmark (`python -m benchmarks.learners`): each seed's
-results carry the fingerprint of its evaluation env (`benchmarks.fingerprint`). For every seed, the env is
+`--reference` is the `results.json` of the learners benchmark (`python -m agents.experiments.learners`): each seed's
+results carry the fingerprint of its evaluation env (`agents.experiments.fingerprint`). For every seed, the env is
 rebuilt from that fingerprint and checked against it, the agent is evaluated greedily on the same questions
 (the first `eval_questions` of the env) with the same turn and token budgets, and one table is printed: the
 reference policies (base, cold-started, each learner) and the agent, with test EM, F1 and searches per
@@ -12,18 +12,18 @@ Avg@K the learners benchmark's `--eval-samples K` recorded for it; reference pol
 samples show "-" there.
 
 `--agent` is a Python callable (`module:callable`), an OpenAI-compatible endpoint (`http(s)://...`) or a
-model name/folder (with `--checkpoint`); `benchmarks.agent_spec` says how each is called.
+model name/folder (with `--checkpoint`); `agents.experiments.agent_spec` says how each is called.
 `--fingerprint KEY=VALUE` states the setting you mean to compare in (e.g. `top_k=3`, `make.hops=[2]`):
 a reference evaluated in another setting is refused, naming every differing key with both values.
 
-    python -m benchmarks.compare --reference results/learners/results.json --agent benchmarks.examples.scripted_agent:first_title
-    python -m benchmarks.compare --reference results/learners/results.json --agent http://127.0.0.1:30000/v1
-    python -m benchmarks.compare --reference results/learners/results.json --agent results/learners/seed0/cold_start/model
-    python -m benchmarks.compare --paired mine.json theirs.json   # two --out files: paired differences
+    python -m agents.experiments.compare --reference results/learners/results.json --agent agents.experiments.examples.scripted_agent:first_title
+    python -m agents.experiments.compare --reference results/learners/results.json --agent http://127.0.0.1:30000/v1
+    python -m agents.experiments.compare --reference results/learners/results.json --agent results/learners/seed0/cold_start/model
+    python -m agents.experiments.compare --paired mine.json theirs.json   # two --out files: paired differences
 
 `--paired A.json B.json` takes two agents' `--out` files, written on the same reference envs, and prints
 their paired difference question by question (greedy EM, and Avg@k when both sampled k), per seed and with
-its standard errors over questions and over seeds (`benchmarks.paired`). Either may instead be
+its standard errors over questions and over seeds (`agents.experiments.paired`). Either may instead be
 `RESULTS_JSON:POLICY`, one policy of a learners results.json (greedy EM), e.g. a learner trained from a
 control's final policy against that control: `--paired grpo-from-sft/results.json:grpo sft/results.json:sft`.
 
@@ -41,8 +41,8 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.eval import env_fingerprint
-from benchmarks.fingerprint import jsonable, check_requests, differences, env_factory, format_differences, parse_requests
+from agents.experiments.eval import env_fingerprint
+from agents.experiments.fingerprint import jsonable, check_requests, differences, env_factory, format_differences, parse_requests
 from searchgym.errors import ConfigError, DataError
 
 METRICS = (("eval/em", "test EM"), ("eval/f1", "test F1"), ("eval/searches", "searches/ep"))
@@ -54,7 +54,7 @@ def metrics(samples: int = 0) -> tuple[tuple[str, str], ...]:
         return METRICS
     return (METRICS[0], (f"eval/avg@{samples}/em", f"Avg@{samples} EM"), *METRICS[1:])
 
-RERUN = "re-run the learners benchmark (python -m benchmarks.learners ...) with this version for a reference compare can rebuild"
+RERUN = "re-run the learners benchmark (python -m agents.experiments.learners ...) with this version for a reference compare can rebuild"
 
 
 def load_reference(path: str | Path) -> dict[str, Any]:
@@ -85,7 +85,7 @@ def compare(reference_path: str | Path, agent_spec: str | Any, *, questions: int
             model_name: str = "default", api_key: str | None = None, progress: bool = False, samples: int = 0,
             temperature: float = 1.0) -> dict[str, Any]:
     """Evaluate the agent `agent_spec` (an `--agent` string, or a Python agent object: a function, an object
-    with `act`, or a class; `benchmarks.agent_spec`) on every (or each of `seeds`) seed's fingerprinted env.
+    with `act`, or a class; `agents.experiments.agent_spec`) on every (or each of `seeds`) seed's fingerprinted env.
 
     `samples` = k >= 2 also runs k sampled episodes per question (Avg@k) at `temperature`, seeded by each
     reference seed (a seed that is not a number seeds 0).
@@ -96,8 +96,8 @@ def compare(reference_path: str | Path, agent_spec: str | Any, *, questions: int
     "per_seed": {seed: metrics}, "per_question": {seed: {"em": greedy EM per question, "avg_em": mean EM of
     each question's samples (with samples)}}}. Raises ConfigError before any episode when a requested
     setting, a seed, `questions`, `samples` or the rebuilt env differs from the reference."""
-    from benchmarks.agent_spec import agent_name, resolve_agent
-    from benchmarks.progress import phase
+    from agents.experiments.agent_spec import agent_name, resolve_agent
+    from agents.experiments.progress import phase
 
     if samples == 1 or samples < 0:
         raise ConfigError(f"--samples {samples}: give 0 (greedy only) or k >= 2 sampled episodes per question for Avg@k")
@@ -201,11 +201,11 @@ def paired(a: Mapping[str, Any], b: Mapping[str, Any], names: tuple[str, str] = 
     """The paired difference A - B of two `compare` results (their `--out` files) on the seeds both played:
     greedy EM, and Avg@k when both sampled the same k, as a Markdown table. Refuses (ConfigError) results
     on other envs (their fingerprints differ on a shared seed), on other questions, or without a shared seed."""
-    from benchmarks.paired import HEADER, RULE, paired_difference
+    from agents.experiments.paired import HEADER, RULE, paired_difference
 
     for name, r in zip(names, (a, b)):
         if "per_question" not in r or "fingerprints" not in r:
-            raise ConfigError(f"{name}: not a benchmarks.compare --out file of this version (no per_question or fingerprints); "
+            raise ConfigError(f"{name}: not an agents.experiments.compare --out file of this version (no per_question or fingerprints); "
                               "run compare again with --out")
     seeds = [s for s in a["per_question"] if s in b["per_question"]]
     if not seeds:
@@ -246,8 +246,8 @@ def _read_result(path: str) -> dict[str, Any]:
     try:
         data = json.loads(Path(file).read_text())
     except FileNotFoundError as e:
-        raise ConfigError(f"{file}: no such file; benchmarks.compare --out writes one, or give RESULTS_JSON:POLICY "
-                          "for a policy of a benchmarks.learners results.json") from e
+        raise ConfigError(f"{file}: no such file; agents.experiments.compare --out writes one, or give RESULTS_JSON:POLICY "
+                          "for a policy of an agents.experiments.learners results.json") from e
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise DataError(f"{file}: not a JSON file ({e})") from e
     return data if policy is None else learners_policy(data, policy, file)
@@ -259,7 +259,7 @@ def learners_policy(run: Mapping[str, Any], policy: str, where: str = "results.j
     different runs on the same envs (e.g. a learner trained from a control's final policy, and that control)
     pair question by question."""
     if "results" not in run:
-        raise ConfigError(f"{where}: not a benchmarks.learners results.json (no results)")
+        raise ConfigError(f"{where}: not an agents.experiments.learners results.json (no results)")
     seeds = {s: r for s, r in run["results"].items() if "eval_em" in r.get(policy, {})}
     if not seeds:
         held = sorted({n for r in run["results"].values() for n, v in r.items() if isinstance(v, dict) and "eval_em" in v})
@@ -273,7 +273,7 @@ def learners_policy(run: Mapping[str, Any], policy: str, where: str = "results.j
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="benchmark an agent against the reference learners on their fingerprinted env")
-    p.add_argument("--reference", help="results.json written by python -m benchmarks.learners")
+    p.add_argument("--reference", help="results.json written by python -m agents.experiments.learners")
     p.add_argument("--agent", help="module:callable, an OpenAI-compatible URL, or a model name/folder")
     p.add_argument("--paired", nargs=2, metavar=("A_JSON", "B_JSON"),
                    help="instead of evaluating: the paired difference A - B of two agents' --out files (or RESULTS_JSON:POLICY, "
@@ -325,4 +325,4 @@ if __name__ == "__main__":
     try:
         raise SystemExit(main())
     except SearchGymError as e:  # a refusal is the answer, not a crash: its message without a traceback
-        raise SystemExit(f"benchmarks.compare: {e}") from None
+        raise SystemExit(f"agents.experiments.compare: {e}") from None

@@ -1,4 +1,4 @@
-"""`benchmarks.progress`: bars that beat while a long call runs, and what ticks them."""
+"""`agents.experiments.progress`: bars that beat while a long call runs, and what ticks them."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import threading
 import pytest
 import torch
 
-from benchmarks.progress import counting_calls, counting_passes, generation_budget, phase
+from agents.experiments.progress import counting_calls, counting_passes, generation_budget, phase
 
 
 class _Log(io.StringIO):

@@ -1,4 +1,4 @@
-"""`python -m benchmarks.compare`: a new agent (a Python callable, an OpenAI-compatible endpoint, a model)
+"""`python -m agents.experiments.compare`: a new agent (a Python callable, an OpenAI-compatible endpoint, a model)
 scored on the fingerprinted env of a learners benchmark's results.json, and the refusals."""
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ import pytest
 
 import searchgym  # noqa: F401 (registers the env ids)
 from agents.rollout import RolloutConfig
-from benchmarks import compare
-from benchmarks.agent_spec import chat_base_url
-from benchmarks.examples.scripted_agent import NameInFirstDocument, _question, name_in_first_document
-from benchmarks.fingerprint import make_fingerprint
+from agents.experiments import compare
+from agents.experiments.agent_spec import chat_base_url
+from agents.experiments.examples.scripted_agent import NameInFirstDocument, _question, name_in_first_document
+from agents.experiments.fingerprint import make_fingerprint
 from searchgym.errors import ConfigError
 
-SCRIPTED = "benchmarks.examples.scripted_agent:NameInFirstDocument"
+SCRIPTED = "agents.experiments.examples.scripted_agent:NameInFirstDocument"
 REFERENCE_EM = {"0": {"base": 0.0, "start": 0.25, "grpo": 0.25}, "1": {"base": 0.0, "start": 0.25, "grpo": 0.75}}
 
 
@@ -84,7 +84,7 @@ def test_scripted_agent_is_scored_beside_the_reference_learners(reference, tmp_p
 
 
 def test_one_seed_and_fewer_questions(reference, tmp_path):
-    result = compare.compare(reference, "benchmarks.examples.scripted_agent:first_title", seeds=["1"], questions=2, cache_dir=False)
+    result = compare.compare(reference, "agents.experiments.examples.scripted_agent:first_title", seeds=["1"], questions=2, cache_dir=False)
     assert list(result["per_seed"]) == ["1"] and result["per_seed"]["1"]["eval/questions"] == 2.0
     table = compare.table(compare.load_reference(reference), result)
     assert _row(table, "grpo")[1] == "0.750"  # one seed: the value, no spread
@@ -118,7 +118,7 @@ def test_two_agents_are_paired_question_by_question(reference, tmp_path, capsys)
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     assert compare.main(["--reference", str(reference), "--agent", SCRIPTED, "--samples", "2", "--cache-dir", str(tmp_path / "c"),
                          "--out", str(a)]) == 0
-    assert compare.main(["--reference", str(reference), "--agent", "benchmarks.examples.scripted_agent:first_title", "--samples", "2",
+    assert compare.main(["--reference", str(reference), "--agent", "agents.experiments.examples.scripted_agent:first_title", "--samples", "2",
                          "--cache-dir", str(tmp_path / "c"), "--out", str(b)]) == 0
     capsys.readouterr()
     assert compare.main(["--paired", str(a), str(b)]) == 0
@@ -170,7 +170,7 @@ def test_a_policy_of_a_learners_results_json_pairs_as_an_operand(reference, tmp_
     assert _row(capsys.readouterr().out, "test EM")[1] == ", ".join(f"{x:+.3f}" for x in expected)
     with pytest.raises(ConfigError, match="no seed there evaluated 'e-grpo'.*policies with per-question results: grpo, start"):
         compare.main(["--paired", f"{reference}:e-grpo", f"{reference}:start"])
-    with pytest.raises(ConfigError, match="not a benchmarks.learners results.json"):
+    with pytest.raises(ConfigError, match="not an agents.experiments.learners results.json"):
         compare.main(["--paired", f"{mine}:start", f"{reference}:start"])
 
 
@@ -220,10 +220,10 @@ def returns_none(observation):
 
 @pytest.mark.parametrize("spec,message", [
     ("no_such_module_for_compare:agent", r"cannot import module 'no_such_module_for_compare'"),
-    ("benchmarks.examples.scripted_agent:nope", r"has no attribute 'nope' \(it defines .*first_title"),
-    ("benchmarks.examples.scripted_agent:re", r"names a module, which is neither callable nor has an act method"),
-    ("tests.benchmarks.test_compare:three_args", r"takes 3 positional arguments; an agent is called as agent\(observation\)"),
-    ("tests.benchmarks.test_compare:returns_none", r"returned a NoneType on question 0 .*returns the action text, a str"),
+    ("agents.experiments.examples.scripted_agent:nope", r"has no attribute 'nope' \(it defines .*first_title"),
+    ("agents.experiments.examples.scripted_agent:re", r"names a module, which is neither callable nor has an act method"),
+    ("tests.agents.experiments.test_compare:three_args", r"takes 3 positional arguments; an agent is called as agent\(observation\)"),
+    ("tests.agents.experiments.test_compare:returns_none", r"returned a NoneType on question 0 .*returns the action text, a str"),
 ])
 def test_a_bad_agent_gives_a_clear_error(reference, spec, message):
     with pytest.raises(ConfigError, match=message):
@@ -295,7 +295,7 @@ def test_the_learners_benchmark_writes_what_compare_rebuilds(tmp_path, capsys, m
     the reference recorded for it (sampling the same tokens for Avg@2), and the scripted agent's row lands
     in the same table."""
     import agents.train.evaluate as evaluate
-    from benchmarks import learners
+    from agents.experiments import learners
 
     sampled: list[list[list[int]]] = []  # the token ids of every sampled (Avg@k) evaluation, in call order
 

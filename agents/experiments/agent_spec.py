@@ -1,9 +1,9 @@
-"""The agent of `python -m benchmarks.compare --agent SPEC`: a Python callable, an OpenAI-compatible endpoint,
+"""The agent of `python -m agents.experiments.compare --agent SPEC`: a Python callable, an OpenAI-compatible endpoint,
 or a model, each evaluated greedily (plus k samples per question for Avg@k) on the first questions of an env.
 
 SPEC is one of:
 
-1. `module:callable` (e.g. `benchmarks.examples.scripted_agent:first_title`; the module is imported from the
+1. `module:callable` (e.g. `agents.experiments.examples.scripted_agent:first_title`; the module is imported from the
    current directory or PYTHONPATH; `callable` may be dotted, `module:Class.method`). What it names decides
    how it is called, once per turn, with that turn's observation text, and must return the action text
    (a `str`, e.g. `<search>query</search>` or `<answer>text</answer>` in the default grammar):
@@ -25,7 +25,7 @@ SPEC is one of:
    `max_response_tokens` is not enforced.
 3. Anything else: a model name (`smollm2-135m`, a hub id when online) or a local model folder (e.g. the
    learners benchmark's `seed0/cold_start/model`), with a training checkpoint's weights on top when given
-   (`benchmarks.eval.load_policy`). It runs in this process through the same rollout engine and budgets as
+   (`agents.experiments.eval.load_policy`). It runs in this process through the same rollout engine and budgets as
    the reference learners' evaluation (`agents.train.evaluate.evaluate_policy`).
 
 Every kind returns the learners benchmark's evaluation (`agents.train.evaluate.Evaluation`): the metrics
@@ -231,7 +231,7 @@ class ModelAgent:
     """A model (name or folder, optionally a checkpoint on top) sampled in this process."""
 
     def __init__(self, model: str, *, checkpoint: str | None = None, seed: int = 0):
-        from benchmarks.eval import load_policy
+        from agents.experiments.eval import load_policy
 
         self.model, self.checkpoint = model, checkpoint
         self.policy = load_policy(model, checkpoint, seed)
@@ -240,7 +240,7 @@ class ModelAgent:
         return {**self.policy.describe(), "checkpoint": self.checkpoint}
 
     def progress(self, questions: int, max_turns: int, rollout: Mapping[str, Any], samples: int = 0) -> tuple[int | None, str]:
-        from benchmarks.progress import evaluation_budget
+        from agents.experiments.progress import evaluation_budget
 
         return evaluation_budget(questions, max_turns, int(rollout["max_turn_tokens"]), self.policy.config.max_batch_rows, samples), "pass"
 
@@ -250,7 +250,7 @@ class ModelAgent:
 
         from agents.rollout import RolloutConfig
         from agents.train.evaluate import evaluate_policy
-        from benchmarks.progress import counting_passes
+        from agents.experiments.progress import counting_passes
 
         stop = rollout.get("stop")
         config = RolloutConfig(**{**rollout, "stop": None if stop is None else tuple(stop)})

@@ -16,13 +16,13 @@ cold-started policy against the run-to-run noise (the standard deviation over se
 
 Prints what each learner did differently while it runs, then a results table, and writes `results.json`,
 `results.md` and `curves.png` (training reward, EM, searches per episode, entity match rate over steps, and
-test EM on the fixed evaluation questions before and after RL; `benchmarks.curves`) under
+test EM on the fixed evaluation questions before and after RL; `agents.experiments.curves`) under
 `--out` (and the same per seed under `--out/seed<N>`). Each seed's results carry the `fingerprint` of its
-evaluation env (`benchmarks.fingerprint`), against which `python -m benchmarks.compare` scores a new agent.
+evaluation env (`agents.experiments.fingerprint`), against which `python -m agents.experiments.compare` scores a new agent.
 
-    python -m benchmarks.learners --preset cpu              # SmolLM2-135M, 1- and 2-hop synthetic questions (the main job)
-    python -m benchmarks.learners --preset cpu --seeds 0 1  # the learning check over two seeds
-    python -m benchmarks.learners --preset gpu --hotpotqa hotpot_dev_distractor_v1.json  # see docs/learners.md
+    python -m agents.experiments.learners --preset cpu              # SmolLM2-135M, 1- and 2-hop synthetic questions (the main job)
+    python -m agents.experiments.learners --preset cpu --seeds 0 1  # the learning check over two seeds
+    python -m agents.experiments.learners --preset gpu --hotpotqa hotpot_dev_distractor_v1.json  # see docs/learners.md
                                                             # ("The GPU preset"): SGLang rollouts, Qwen2.5-0.5B
 
 With `--hotpotqa FILE` (HotpotQA questions with their paragraphs, e.g. the official distractor dev file),
@@ -48,9 +48,9 @@ from agents.train import TrainConfig
 from searchgym.errors import ConfigError
 from agents.train.config import EnvConfig, OptimConfig, RolloutConfig
 from agents.train.metrics import SIGNALS, signal_summary
-from benchmarks.curves import plot_curves
-from benchmarks.fingerprint import trainer_eval_fingerprint
-from benchmarks.progress import counting_calls, counting_passes, evaluation_budget, phase
+from agents.experiments.curves import plot_curves
+from agents.experiments.fingerprint import trainer_eval_fingerprint
+from agents.experiments.progress import counting_calls, counting_passes, evaluation_budget, phase
 
 SFT = "sft"
 """The supervised control: no RL; the start policy's cold start goes on for as many steps as the learners' RL."""
@@ -189,7 +189,7 @@ def hotpotqa_eval(trainer, path: str, questions: int) -> dict[str, float]:
     turn, document and token budgets."""
     import gymnasium as gym
 
-    from benchmarks.eval import evaluate
+    from agents.experiments.eval import evaluate
     from searchgym.envs import SearchQAEnv
 
     c = trainer.config
@@ -319,7 +319,7 @@ def _run_seed(preset: Preset, learners: list[str], steps: int, seed: int, out: P
         return _train_learners(preset, learners, results, start_dir, learner_config, hotpotqa, t0)
     starter = _load(Trainer, start_config, "base policy", preset.model)
     fingerprint = trainer_eval_fingerprint(starter)  # every policy of this seed is evaluated on this env
-    results: dict = {"fingerprint": fingerprint}  # what benchmarks.compare rebuilds and checks
+    results: dict = {"fingerprint": fingerprint}  # what agents.experiments.compare rebuilds and checks
     if preset.eval_base:
         base_eval, base_questions = _evaluate(starter, "base policy", preset.eval_samples)
         results["base"] = {"eval": base_eval, **base_questions}
@@ -391,11 +391,11 @@ def _train_learners(preset: Preset, learners: list[str], results: dict, start_di
 
 
 def fingerprint_differences(got: dict, expected: dict, own_options: set[str] = frozenset()) -> list[str]:
-    """The flattened fingerprint keys (`benchmarks.fingerprint.flatten`) in which a learner's evaluation env
+    """The flattened fingerprint keys (`agents.experiments.fingerprint.flatten`) in which a learner's evaluation env
     differs from its start policy's, leaving aside every key that names an env option the learner asks for
     itself (its judge, its entity matching, COSEARCH's ranker: `make.ranker`, `setting.ranker.*`), which is
     part of what it trains, not of the world or the questions."""
-    from benchmarks.fingerprint import flatten
+    from agents.experiments.fingerprint import flatten
 
     a, b = flatten(got), flatten(expected)
     return sorted(k for k in {**a, **b} if a.get(k) != b.get(k) and not own_options.intersection(k.split(".")))
@@ -403,7 +403,7 @@ def fingerprint_differences(got: dict, expected: dict, own_options: set[str] = f
 
 def _worker_start() -> None:
     """A learner's process: progress as whole lines (two bars redrawn in place on one terminal garble)."""
-    import benchmarks.progress as progress
+    import agents.experiments.progress as progress
     from transformers.utils import logging as hf_logging
 
     progress.LINES = True
@@ -432,7 +432,7 @@ RL_ONLY = ("steps", "questions_per_step", "learner", "learner_name", "optim.lr",
 def _setting(config: TrainConfig, leave_out: tuple[str, ...] = ()) -> dict:
     """What a run's result depends on: its config, flattened (`optim.lr`), without `RESUME_FREE` and `leave_out`."""
     from agents.train.setup import jsonable_config
-    from benchmarks.fingerprint import flatten
+    from agents.experiments.fingerprint import flatten
 
     dropped = RESUME_FREE + leave_out
     return {k: v for k, v in flatten(jsonable_config(config)).items() if not any(k == d or k.startswith(d + ".") for d in dropped)}
@@ -621,11 +621,11 @@ def paired_check(per_seed: dict[int, dict], learners: list[str], against: str = 
     are shown: over questions (each question's difference averaged over the seeds first, since every seed
     is scored on the same questions and their differences are not independent across seeds: evaluation
     noise) and over seeds (std of the per-seed differences / sqrt(seeds): training noise). A rise is beyond
-    noise when it exceeds twice the larger of the two (`benchmarks.paired`). `key` "eval_avg_em" pairs the
+    noise when it exceeds twice the larger of the two (`agents.experiments.paired`). `key` "eval_avg_em" pairs the
     per-question means of the Avg@k samples instead (runs with `--eval-samples`). None when the results
     carry no such per-question values.
     """
-    from benchmarks.paired import HEADER, RULE, paired_difference
+    from agents.experiments.paired import HEADER, RULE, paired_difference
 
     seeds = sorted(per_seed)
     learners = [n for n in learners if n != against]
@@ -855,7 +855,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from transformers.utils import logging as hf_logging
 
-    # One bar per phase (benchmarks.progress) instead of a "Loading weights" bar at every model load.
+    # One bar per phase (agents.experiments.progress) instead of a "Loading weights" bar at every model load.
     hf_logging.disable_progress_bar()
     preset = PRESETS[args.preset]
     overrides = {k: v for k, v in (("eval_questions", args.eval_questions), ("eval_samples", args.eval_samples), ("lr", args.lr),

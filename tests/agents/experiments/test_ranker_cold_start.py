@@ -1,8 +1,8 @@
-"""`python -m benchmarks.ranker_cold_start` end to end with the tiny random model."""
+"""`python -m agents.experiments.ranker_cold_start` end to end with the tiny random model."""
 
 import pytest
 
-from benchmarks import ranker_cold_start
+from agents.experiments import ranker_cold_start
 
 
 def test_the_benchmark_measures_before_and_after_at_both_temperatures(capsys):

@@ -9,7 +9,7 @@ import gymnasium as gym
 import pytest
 
 import searchgym  # noqa: F401 - registers the ids
-from benchmarks.signatures import (
+from agents.experiments.signatures import (
     contribution_spread,
     entity_contrast,
     episode_em,
@@ -176,8 +176,8 @@ def test_command_end_to_end_with_the_tiny_model(tmp_path, capsys):
     (synthetic,) = results["oracle_ranker"]
     assert synthetic["setting"] == "synthetic" and synthetic["questions"] == 3 and synthetic["candidates"] == 50
     assert 0.0 <= synthetic["oracle"]["f1"] <= 1.0
-    assert results["command"].startswith("python -m benchmarks.signatures --model tiny")
-    assert (out / "results.md").read_text().startswith("`python -m benchmarks.signatures")
+    assert results["command"].startswith("python -m agents.experiments.signatures --model tiny")
+    assert (out / "results.md").read_text().startswith("`python -m agents.experiments.signatures")
 
 
 def answer_with_what_was_shown(context: str, sample: int) -> str:
@@ -191,7 +191,7 @@ def answer_with_what_was_shown(context: str, sample: int) -> str:
 
 
 def scripted_gain(first):
-    from benchmarks.signatures import Setting, oracle_ranker_gain
+    from agents.experiments.signatures import Setting, oracle_ranker_gain
     from tests.agents.conftest import ScriptedPolicy
 
     from agents.models import TinyModelConfig, build_tiny_model

@@ -1,4 +1,4 @@
-"""Scripted baseline agents evaluated on `SearchQA-Synthetic-v0` (seconds; the main job is `benchmarks.learners`).
+"""Scripted baseline agents evaluated on `SearchQA-Synthetic-v0` (seconds; the main job is `agents.experiments.learners`).
 
 Three agents bracket what a learned policy should reach:
 
@@ -12,7 +12,7 @@ Three agents bracket what a learned policy should reach:
 Prints EM, F1, searches and turns per episode, invalid-action rate and outcome counts per agent, and EM
 per hop count.
 
-    python -m benchmarks.baseline --episodes 300
+    python -m agents.experiments.baseline --episodes 300
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from collections.abc import Callable
 import gymnasium as gym
 
 import searchgym  # noqa: F401  (registers the ids)
-from benchmarks.progress import phase
+from agents.experiments.progress import phase
 from searchgym.data.records import QARecord
 
 _NAME = re.compile(r"(?:[A-Z][\w'’-]+)(?: (?:of |de |the )?[A-Z][\w'’-]+)*")

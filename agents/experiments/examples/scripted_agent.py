@@ -1,4 +1,4 @@
-"""Two scripted agents for `python -m benchmarks.compare --agent ...`: no model, a few lines each, and a floor
+"""Two scripted agents for `python -m agents.experiments.compare --agent ...`: no model, a few lines each, and a floor
 that a trained search agent should clear.
 
 - `first_title` (text in, text out): searches the question, then answers with the first document's title.
@@ -9,8 +9,8 @@ that a trained search agent should clear.
   document's title nor part of the question. On 1-hop questions of the synthetic world ("Where was X
   born?" over "X was born in Y in 1834 ...") that is often the answer.
 
-    python -m benchmarks.compare --reference results/learners/results.json --agent benchmarks.examples.scripted_agent:first_title
-    python -m benchmarks.compare --reference results/learners/results.json --agent benchmarks.examples.scripted_agent:NameInFirstDocument
+    python -m agents.experiments.compare --reference results/learners/results.json --agent agents.experiments.examples.scripted_agent:first_title
+    python -m agents.experiments.compare --reference results/learners/results.json --agent agents.experiments.examples.scripted_agent:NameInFirstDocument
 """
 
 from __future__ import annotations
