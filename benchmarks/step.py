@@ -65,7 +65,7 @@ def _preset_config(out: Path, hops: tuple[int, ...] | None = None, max_response_
                    **changes):
     from agents.train import TrainConfig
     from agents.train.config import EnvConfig, OptimConfig, RolloutConfig
-    from agents.experiments.learners import PRESETS
+    from agents.experiments.presets import PRESETS
 
     p = PRESETS["cpu"]
     rollout = {k: changes.pop(k) for k in ("reuse_kv", "max_batch_rows") if k in changes}
@@ -121,7 +121,7 @@ def bench_ranker(sizes: tuple[int, ...], threads: int | None, repeats: int = 2) 
     from agents.learners.cosearch_ranker import PolicyChatBackend
     from agents.models import load_model_and_tokenizer
     from agents.policies.hf import HFPolicy, HFPolicyConfig
-    from agents.experiments.learners import PRESETS
+    from agents.experiments.presets import PRESETS
     from agents.experiments.ranker_cold_start import held_out
     from searchgym.backends.gather import GatheringBackend, step_side_by_side
     from searchgym.rankers.llm import LLMRanker, LLMRankerConfig
@@ -238,7 +238,7 @@ def update_rss(setting: dict) -> dict:
     from agents.rollout.trajectory import Segment, Trajectory
     from agents.train.setup import adamw
     from agents.train.update import policy_gradient_step
-    from agents.experiments.learners import PRESETS
+    from agents.experiments.presets import PRESETS
 
     tune_allocator(MMAP_THRESHOLD if setting.get("allocator") == "tuned" else None)
     p = PRESETS["cpu"]
@@ -331,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
     if "step" not in args.skip:
         print("\n== 1. RL step of the CPU preset's shape: old path vs new, alternated", flush=True)
         shape = {"hops": tuple(args.hops) if args.hops else None, "max_response_tokens": args.max_response_tokens}
-        from agents.experiments.learners import PRESETS
+        from agents.experiments.presets import PRESETS
 
         checkpointing = PRESETS["cpu"].gradient_checkpointing if args.checkpointing is None else args.checkpointing
         s = bench_step(args.steps, args.threads, {"micro_batch": args.micro_batch, "gradient_checkpointing": checkpointing}, **shape)

@@ -102,7 +102,7 @@ class Args:
             kwargs.setdefault("hops", [1])
             kwargs.setdefault("num_questions", self.questions)
         if self.short_prompt:
-            from agents.experiments.learners import SHORT_TEMPLATE
+            from agents.experiments.presets import SHORT_TEMPLATE
 
             kwargs.setdefault("template", SHORT_TEMPLATE)
         return kwargs

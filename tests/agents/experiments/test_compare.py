@@ -295,7 +295,7 @@ def test_the_learners_benchmark_writes_what_compare_rebuilds(tmp_path, capsys, m
     the reference recorded for it (sampling the same tokens for Avg@2), and the scripted agent's row lands
     in the same table."""
     import agents.train.evaluate as evaluate
-    from agents.experiments import learners
+    from agents.experiments import learners, presets
 
     sampled: list[list[list[int]]] = []  # the token ids of every sampled (Avg@k) evaluation, in call order
 
@@ -312,8 +312,8 @@ def test_the_learners_benchmark_writes_what_compare_rebuilds(tmp_path, capsys, m
     saved = json.loads((out / "results.json").read_text())
     fingerprint = saved["results"]["0"]["fingerprint"]
     assert fingerprint["make"]["split"] == "test" and fingerprint["make"]["seed"] == 0 and fingerprint["eval_questions"] == 4
-    assert fingerprint["rollout"]["max_turn_tokens"] == learners.PRESETS["tiny"].max_turn_tokens
-    assert fingerprint["make"]["template"] == learners.SHORT_TEMPLATE
+    assert fingerprint["rollout"]["max_turn_tokens"] == presets.PRESETS["tiny"].max_turn_tokens
+    assert fingerprint["make"]["template"] == presets.SHORT_TEMPLATE
     capsys.readouterr()
 
     model = compare.compare(out / "results.json", str(out / "seed0" / "cold_start" / "model"), cache_dir=tmp_path / "cache", samples=2)

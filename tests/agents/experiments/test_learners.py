@@ -9,7 +9,9 @@ from dataclasses import asdict, replace
 import pytest
 import torch
 
-from agents.experiments import learners
+from agents.experiments import learners, merge, presets, resume, runner
+from agents.experiments import report as learner_report
+from searchgym.errors import ConfigError
 
 
 def _seed(base: float, start: float, **final: float) -> dict:
@@ -25,7 +27,7 @@ def _row(table: str, name: str) -> list[str]:
 
 def test_learning_check_noise_is_the_std_over_seeds():
     per_seed = {0: _seed(0.0, 0.25, grpo=0.5, **{"e-grpo": 0.25}), 1: _seed(0.0, 0.35, grpo=0.3, **{"e-grpo": 0.45})}
-    table = learners.learning_check(per_seed, ["grpo", "e-grpo"], eval_questions=20)
+    table = learner_report.learning_check(per_seed, ["grpo", "e-grpo"], eval_questions=20)
     assert "std over 2 seeds" in table
     # grpo: EM 0.5, 0.3 -> mean 0.4, sample std 0.1414 (SE 0.1); base 0, 0 (std 0); start 0.25, 0.35 -> mean 0.3,
     # std 0.0707 (SE 0.05). Over base: 0.4 > 2 x 0.1; over start: 0.1 < 2 x sqrt(0.1^2 + 0.05^2) = 0.224.
@@ -36,7 +38,7 @@ def test_learning_check_noise_is_the_std_over_seeds():
 
 
 def test_learning_check_with_one_seed_uses_the_binomial_standard_error():
-    table = learners.learning_check({3: _seed(0.0, 0.5, grpo=0.75)}, ["grpo"], eval_questions=16)
+    table = learner_report.learning_check({3: _seed(0.0, 0.5, grpo=0.75)}, ["grpo"], eval_questions=16)
     assert "binomial SE on 16 questions" in table
     # SE(0.75, n=16) = sqrt(0.75 * 0.25 / 16) = 0.108, SE(0.5) = 0.125: +0.25 is below 2 x sqrt(0.108^2 + 0.125^2)
     # = 0.331, so not above the noise; +0.75 over the base (SE ~0) is.
@@ -45,7 +47,7 @@ def test_learning_check_with_one_seed_uses_the_binomial_standard_error():
 
 def test_learning_check_without_a_base_evaluation_shows_dashes():
     per_seed = {0: {"start": {"eval": {"eval/em": 0.2}}, "grpo": {"eval": {"eval/em": 0.4}}}}
-    table = learners.learning_check(per_seed, ["grpo"], eval_questions=100)
+    table = learner_report.learning_check(per_seed, ["grpo"], eval_questions=100)
     assert _row(table, "start")[4:6] == ["-", "-"]
     assert _row(table, "grpo")[4:8] == ["-", "-", "+0.200", "yes"]
     assert "| base |" not in table
@@ -61,7 +63,7 @@ def test_paired_check_by_hand():
     # 8 questions. Seed 0 fixes four (+0.5), seed 1 two of the same (+0.25).
     start = [0] * 8
     per_seed = {0: _paired(start, grpo=[1, 1, 1, 1, 0, 0, 0, 0]), 1: _paired(start, grpo=[1, 1, 0, 0, 0, 0, 0, 0])}
-    row = _row(learners.paired_check(per_seed, ["grpo"]), "grpo")
+    row = _row(learner_report.paired_check(per_seed, ["grpo"]), "grpo")
     # Each question's difference averaged over the seeds: [1, 1, 0.5, 0.5, 0, 0, 0, 0], mean 0.375, sample std
     # sqrt(1.375 / 7) = 0.4432, SE 0.4432 / sqrt(8) = 0.157. Per-seed means 0.5, 0.25: std 0.1768, SE 0.125.
     # The larger SE is 0.157 and 0.375 > 2 * 0.157 = 0.313.
@@ -69,20 +71,20 @@ def test_paired_check_by_hand():
     # Seed 1 fixes nothing: by question [0.5] * 4 + [0] * 4, SE 0.0945; per-seed means 0.5, 0: SE 0.25, and
     # 0.25 is under twice it. The seeds disagree: training noise.
     per_seed[1]["grpo"]["eval_em"] = start
-    assert _row(learners.paired_check(per_seed, ["grpo"]), "grpo")[2:] == ["+0.250", "0.094", "0.250", "no", "4/0, 0/0"]
+    assert _row(learner_report.paired_check(per_seed, ["grpo"]), "grpo")[2:] == ["+0.250", "0.094", "0.250", "no", "4/0, 0/0"]
 
 
 def test_paired_check_calls_a_consistent_rise_beyond_noise_and_a_fall_worse():
     start = [0.0] * 40
     better = [1.0] * 10 + [0.0] * 30  # +0.25 on every seed, on the same questions
-    assert _row(learners.paired_check({s: _paired(start, grpo=better) for s in range(3)}, ["grpo"]), "grpo")[5] == "yes"
+    assert _row(learner_report.paired_check({s: _paired(start, grpo=better) for s in range(3)}, ["grpo"]), "grpo")[5] == "yes"
     # The same EM as the start on other questions: the differences cancel. By question (the same on every seed):
     # 10 of +1, 10 of -1, 20 zeros: std sqrt(20 / 39) = 0.716, SE 0.716 / sqrt(40) = 0.113. Three seeds
     # repeating the same questions do not shrink it.
     swapped = {s: _paired(better, grpo=better[::-1]) for s in range(3)}
     # ... though 10 questions went up and 10 down on every seed.
-    assert _row(learners.paired_check(swapped, ["grpo"]), "grpo")[2:] == ["+0.000", "0.113", "0.000", "no", "10/10, 10/10, 10/10"]
-    assert _row(learners.paired_check({s: _paired(better, grpo=start) for s in range(3)}, ["grpo"]), "grpo")[5] == "worse"
+    assert _row(learner_report.paired_check(swapped, ["grpo"]), "grpo")[2:] == ["+0.000", "0.113", "0.000", "no", "10/10, 10/10, 10/10"]
+    assert _row(learner_report.paired_check({s: _paired(better, grpo=start) for s in range(3)}, ["grpo"]), "grpo")[5] == "worse"
 
 
 def test_paired_check_on_avg_at_k_pairs_each_questions_sample_mean():
@@ -90,18 +92,18 @@ def test_paired_check_on_avg_at_k_pairs_each_questions_sample_mean():
     per_seed[0]["start"]["eval_avg_em"] = [0.0, 0.25, 0.5, 1.0]
     per_seed[0]["grpo"]["eval_avg_em"] = [0.5, 0.25, 0.75, 1.0]
     # Greedy: no change. Samples: +0.5, 0, +0.25, 0 -> mean +0.1875; std 0.2394, SE 0.1197: within noise.
-    assert _row(learners.paired_check(per_seed, ["grpo"]), "grpo")[2] == "+0.000"
-    table = learners.paired_check(per_seed, ["grpo"], key="eval_avg_em")
+    assert _row(learner_report.paired_check(per_seed, ["grpo"]), "grpo")[2] == "+0.000"
+    table = learner_report.paired_check(per_seed, ["grpo"], key="eval_avg_em")
     assert "Avg@k EM - start per seed (0)" in table
     assert _row(table, "grpo")[1:] == ["+0.188", "+0.188", "0.120", "-", "no", "2/0"]
     del per_seed[0]["grpo"]["eval_avg_em"]
-    assert learners.paired_check(per_seed, ["grpo"], key="eval_avg_em") is None
+    assert learner_report.paired_check(per_seed, ["grpo"], key="eval_avg_em") is None
 
 
 def test_paired_sections_pair_rl_learners_against_grpo_and_the_supervised_control():
     start = [0, 0, 0, 0]
     per_seed = {0: _paired(start, grpo=[1, 0, 0, 0], **{"e-grpo": [1, 1, 0, 0], "sft": [1, 1, 1, 0]})}
-    text = learners.paired_sections(per_seed, ["grpo", "e-grpo", "sft"])
+    text = learner_report.paired_sections(per_seed, ["grpo", "e-grpo", "sft"])
     titles = [line for line in text.splitlines() if line.startswith("Paired")]
     assert [t.split(" (")[0] for t in titles] == ["Paired against the cold start", "Paired against GRPO",
                                                   "Paired against the supervised control"]
@@ -114,22 +116,22 @@ def test_paired_sections_pair_rl_learners_against_grpo_and_the_supervised_contro
     assert _row(against_sft, "e-grpo")[1] == "-0.250" and "| sft |" not in against_sft
     assert _row(by_title[titles[0]], "sft")[1] == "+0.750"
     # Without the control, or without GRPO, their sections are left out; without Avg@k samples, that one.
-    assert "supervised control" not in learners.paired_sections(per_seed, ["grpo", "e-grpo"])
-    assert "against GRPO" not in learners.paired_sections(per_seed, ["e-grpo", "sft"])
+    assert "supervised control" not in learner_report.paired_sections(per_seed, ["grpo", "e-grpo"])
+    assert "against GRPO" not in learner_report.paired_sections(per_seed, ["e-grpo", "sft"])
     assert "Avg@" not in text
 
 
 def test_paired_check_needs_per_question_results():
-    assert learners.paired_check({0: _seed(0.0, 0.5, grpo=0.75)}, ["grpo"]) is None
+    assert learner_report.paired_check({0: _seed(0.0, 0.5, grpo=0.75)}, ["grpo"]) is None
 
 
 def test_signal_table_shows_each_learners_own_signals():
     results = {"grpo": {"signals": {"signal/zero_advantage_groups": 0.5}},
                "cw-grpo": {"signals": {"signal/zero_advantage_groups": 0.25, "cw_grpo/adv_contributing": 1.5}}}
-    table = learners.signal_table(results, ["grpo", "cw-grpo"])
+    table = learner_report.signal_table(results, ["grpo", "cw-grpo"])
     assert _row(table, "grpo") == ["grpo", "0.50", "-"]
     assert _row(table, "cw-grpo") == ["cw-grpo", "0.25", "1.50"]
-    assert learners.mean_signals([{"signal/zero_advantage_groups": 1.0}, {"signal/zero_advantage_groups": 0.0, "loss/policy": 3.0}]) == \
+    assert runner.mean_signals([{"signal/zero_advantage_groups": 1.0}, {"signal/zero_advantage_groups": 0.0, "loss/policy": 3.0}]) == \
         {"signal/zero_advantage_groups": 0.5}
 
 
@@ -154,7 +156,7 @@ def test_tiny_preset_runs_every_learner_over_two_seeds(tmp_path):
 
 @pytest.mark.slow
 def test_shared_start_trains_every_seed_from_one_cold_start(tmp_path, monkeypatch):
-    monkeypatch.setitem(learners.PRESETS, "tiny-shared", replace(learners.PRESETS["tiny"], world_seed=0, shared_start=True, eval_base=False))
+    monkeypatch.setitem(presets.PRESETS, "tiny-shared", replace(presets.PRESETS["tiny"], world_seed=0, shared_start=True, eval_base=False))
     assert learners.main(["--preset", "tiny-shared", "--learners", "grpo", "--seeds", "0", "1", "--out", str(tmp_path)]) == 0
     results = json.loads((tmp_path / "results.json").read_text())["results"]
     assert results["0"]["start"] == results["1"]["start"]  # one start policy, evaluated once
@@ -168,14 +170,14 @@ def test_shared_start_needs_a_fixed_world():
     from searchgym.errors import ConfigError
 
     with pytest.raises(ConfigError, match="world_seed"):
-        replace(learners.PRESETS["tiny"], shared_start=True)
+        replace(presets.PRESETS["tiny"], shared_start=True)
 
 
 @pytest.mark.slow
 def test_seeds_run_apart_from_a_shared_start_merge_into_one_check(tmp_path, monkeypatch):
     from searchgym.errors import ConfigError
 
-    monkeypatch.setitem(learners.PRESETS, "tiny-shared", replace(learners.PRESETS["tiny"], world_seed=0, shared_start=True, eval_base=False))
+    monkeypatch.setitem(presets.PRESETS, "tiny-shared", replace(presets.PRESETS["tiny"], world_seed=0, shared_start=True, eval_base=False))
     run = ["--preset", "tiny-shared", "--learners", "grpo"]
     assert learners.main([*run, "--seeds", "0", "--out", str(tmp_path / "a")]) == 0
     start = tmp_path / "a" / "seed0" / "cold_start" / "model"
@@ -226,33 +228,33 @@ def test_learners_side_by_side_in_processes_match_one_after_another(tmp_path):
 def test_the_rollout_temperature_is_part_of_the_setting(tmp_path):
     from searchgym.errors import ConfigError
 
-    preset = replace(learners.PRESETS["tiny"], world_seed=0, shared_start=True)
-    assert learners.train_config(replace(preset, temperature=0.7), 1, 0, tmp_path, {}, 1, "grpo", "tiny", "grpo").rollout.temperature == 0.7
-    assert learners.train_config(preset, 1, 0, tmp_path, {}, 1, "grpo", "tiny", "grpo").rollout.temperature == 1.0
+    preset = replace(presets.PRESETS["tiny"], world_seed=0, shared_start=True)
+    assert runner.train_config(replace(preset, temperature=0.7), 1, 0, tmp_path, {}, 1, "grpo", "tiny", "grpo").rollout.temperature == 0.7
+    assert runner.train_config(preset, 1, 0, tmp_path, {}, 1, "grpo", "tiny", "grpo").rollout.temperature == 1.0
     # A start whose Avg@4 was sampled at 1.0 (a run written before the field existed) pairs with greedy runs at
     # any temperature, and with Avg@k runs only at its own.
     start = {"model": str(tmp_path / "start"), "eval": {"eval/em": 0.5}, "eval_em": [1.0, 0.0], "eval_avg_em": [0.75, 0.0]}
     run = {"preset": {"lr": 1e-5}, "results": {"0": {"start": start, "fingerprint": {"env_id": "x"}}}}
     (tmp_path / "results.json").write_text(json.dumps(run))
-    made = learners.start_evaluation(tmp_path / "results.json", tmp_path / "start", eval_samples=4, temperature=1.0)
+    made = merge.start_evaluation(tmp_path / "results.json", tmp_path / "start", eval_samples=4, temperature=1.0)
     assert made["start"]["eval_avg_em"] == [0.75, 0.0]
-    assert learners.start_evaluation(tmp_path / "results.json", tmp_path / "start", eval_samples=0, temperature=0.7)["start"] == start
+    assert merge.start_evaluation(tmp_path / "results.json", tmp_path / "start", eval_samples=0, temperature=0.7)["start"] == start
     with pytest.raises(ConfigError, match="sampled at temperature 1, this run samples at 0.7"):
-        learners.start_evaluation(tmp_path / "results.json", tmp_path / "start", eval_samples=4, temperature=0.7)
+        merge.start_evaluation(tmp_path / "results.json", tmp_path / "start", eval_samples=4, temperature=0.7)
     # Runs at two temperatures do not merge into one report.
     seed = {"start": start, "fingerprint": {"env_id": "x"}, "grpo": {"eval_em": [1.0, 1.0]}}
     for name, t in (("a", 1.0), ("b", 0.7)):
         (tmp_path / f"{name}.json").write_text(json.dumps({"preset": {**asdict(preset), "temperature": t}, "steps": 1, "seeds": [0],
                                                             "results": {"0" if name == "a" else "1": seed}}))
     with pytest.raises(ConfigError, match="another preset"):
-        learners.merge_results([tmp_path / "a.json", tmp_path / "b.json"])
+        merge.merge_results([tmp_path / "a.json", tmp_path / "b.json"])
 
 
 def test_workers_must_be_positive():
     from searchgym.errors import ConfigError
 
     with pytest.raises(ConfigError, match="workers"):
-        replace(learners.PRESETS["tiny"], workers=0)
+        replace(presets.PRESETS["tiny"], workers=0)
 
 
 def test_fingerprint_differences_leave_the_learners_own_options_aside():
@@ -260,11 +262,11 @@ def test_fingerprint_differences_leave_the_learners_own_options_aside():
              "setting": {"ranker": {"name": "retriever"}, "corpus": {"sha256": "abc"}}}
     cosearch = {**start, "make": {**start["make"], "ranker": "model", "judge": "gold"},
                 "setting": {**start["setting"], "ranker": {"name": "model", "k": 5}}}
-    assert learners.fingerprint_differences(cosearch, start, {"ranker", "judge"}) == []
-    assert learners.fingerprint_differences(cosearch, start) == ["make.judge", "make.ranker", "setting.ranker.k", "setting.ranker.name"]
+    assert runner.fingerprint_differences(cosearch, start, {"ranker", "judge"}) == []
+    assert runner.fingerprint_differences(cosearch, start) == ["make.judge", "make.ranker", "setting.ranker.k", "setting.ranker.name"]
     other = {**cosearch, "make": {**cosearch["make"], "hops": [1]}, "eval_questions": 20,
              "setting": {**cosearch["setting"], "corpus": {"sha256": "def"}}}
-    assert learners.fingerprint_differences(other, start, {"ranker", "judge"}) == ["eval_questions", "make.hops", "setting.corpus.sha256"]
+    assert runner.fingerprint_differences(other, start, {"ranker", "judge"}) == ["eval_questions", "make.hops", "setting.corpus.sha256"]
 
 
 @pytest.mark.slow
@@ -295,7 +297,7 @@ def test_an_interrupted_run_resumes_to_what_an_uninterrupted_one_gives(tmp_path,
     # Rerun: the start policy and grpo are read back, e-grpo trains its second step only.
     calls.clear()
     loads = []
-    monkeypatch.setattr(learners, "_cold_start", lambda trainer: loads.append("cold start"))
+    monkeypatch.setattr(runner, "_cold_start", lambda trainer: loads.append("cold start"))
     assert learners.main([*run, "--out", str(tmp_path / "cut")]) == 0
     assert calls == ["e-grpo"] and loads == []
 
@@ -324,28 +326,28 @@ def test_learner_options_are_parsed_and_checked_against_the_learners_config():
 
     from searchgym.errors import ConfigError
 
-    got = learners.parse_learner_options(["cw-grpo.kl_coef=0", "cw-grpo.alpha=inf", "e-grpo.entity_match=normalized"])
+    got = presets.parse_learner_options(["cw-grpo.kl_coef=0", "cw-grpo.alpha=inf", "e-grpo.entity_match=normalized"])
     assert got == {"cw-grpo": {"kl_coef": 0, "alpha": math.inf}, "e-grpo": {"entity_match": "normalized"}}
-    assert learners.parse_learner_options(["grpo.kl_coef=0.5"], {"grpo": {"eps_high": 0.2}}) == {"grpo": {"eps_high": 0.2, "kl_coef": 0.5}}
+    assert presets.parse_learner_options(["grpo.kl_coef=0.5"], {"grpo": {"eps_high": 0.2}}) == {"grpo": {"eps_high": 0.2, "kl_coef": 0.5}}
     for bad, message in (("cw-grpo.kl_coef", "LEARNER.OPTION=VALUE"), ("kl_coef=0", "LEARNER.OPTION=VALUE"),
                          ("ppo.kl_coef=0", "no learner 'ppo'"), ("e-grpo.beta=1", "has no option 'beta'"),
                          ("cw-grpo.alpha=-1", "alpha must be >= 0")):
         with pytest.raises(ConfigError, match=message):
-            learners.parse_learner_options([bad])
+            presets.parse_learner_options([bad])
 
 
 def test_a_learner_option_reaches_the_learner_and_not_the_cold_start(tmp_path):
-    preset = replace(learners.PRESETS["tiny"], learner_options={"grpo": {"kl_coef": 0.25}})
-    config = learners.train_config(preset, 1, 0, tmp_path, {}, 1, "grpo", "tiny", "grpo")
+    preset = replace(presets.PRESETS["tiny"], learner_options={"grpo": {"kl_coef": 0.25}})
+    config = runner.train_config(preset, 1, 0, tmp_path, {}, 1, "grpo", "tiny", "grpo")
     assert config.learner.kl_coef == 0.25
-    cold = learners.train_config(preset, 1, 0, tmp_path, {}, 1, "grpo", "tiny", "cold_start", cold_start_steps=1)
+    cold = runner.train_config(preset, 1, 0, tmp_path, {}, 1, "grpo", "tiny", "cold_start", cold_start_steps=1)
     assert cold.learner.kl_coef == 0.0  # GRPO's default: KL-free
 
 
 def _run_file(tmp_path, name, seeds, options=None, start="start-model", fingerprint="world-0", **final):
     """A results.json of learners trained apart from one evaluated start: `final` maps a learner to its per-seed
     per-question EMs."""
-    preset = asdict(replace(learners.PRESETS["tiny"], learner_options=options or {}))
+    preset = asdict(replace(presets.PRESETS["tiny"], learner_options=options or {}))
     start_em = [0, 0, 1, 1]
     def evaluation(em):
         return {"eval/em": sum(em) / 4, "eval/f1": sum(em) / 4, "eval/searches": 2.0, "eval/questions": 4.0}
@@ -361,14 +363,14 @@ def _run_file(tmp_path, name, seeds, options=None, start="start-model", fingerpr
 def test_learners_trained_apart_merge_per_seed_and_pair_against_grpo(tmp_path):
     grpo = _run_file(tmp_path, "grpo", [0, 1], grpo=[[0, 0, 1, 1], [1, 0, 1, 1]])
     cw = _run_file(tmp_path, "cw", [0, 1], {"cw-grpo": {"kl_coef": 0.0}}, **{"cw-grpo": [[1, 0, 1, 1], [1, 1, 1, 1]]})
-    head, per_seed = learners.merge_results([grpo, cw])
+    head, per_seed = merge.merge_results([grpo, cw])
     assert set(per_seed[0]) >= {"grpo", "cw-grpo"} and head["preset"]["learner_options"] == {"cw-grpo": {"kl_coef": 0.0}}
-    row = _row(learners.paired_check(per_seed, ["grpo", "cw-grpo"], against="grpo"), "cw-grpo")
+    row = _row(learner_report.paired_check(per_seed, ["grpo", "cw-grpo"], against="grpo"), "cw-grpo")
     # Seed 0: +1 on one of 4 questions (+0.25); seed 1: +0.25. Per question over seeds: 0.5, 0.5, 0, 0.
     assert row[:3] == ["cw-grpo", "+0.250, +0.250", "+0.250"]
     assert row[3] == "0.144"  # std(0.5, 0.5, 0, 0) / 2
     (tmp_path / "out").mkdir()
-    report = learners.write_report(per_seed, ["grpo", "cw-grpo"], head["preset"], 1, tmp_path / "out")
+    report = learner_report.write_report(per_seed, ["grpo", "cw-grpo"], head["preset"], 1, tmp_path / "out")
     assert "Paired against GRPO" in report and "cw-grpo: kl_coef=0.0" in report
 
 
@@ -378,13 +380,13 @@ def test_merges_that_would_mix_two_settings_of_a_learner_are_refused(tmp_path):
     plain = _run_file(tmp_path, "plain", [0], **{"cw-grpo": [[0, 0, 1, 1]]})
     no_kl = _run_file(tmp_path, "nokl", [1], {"cw-grpo": {"kl_coef": 0.0}}, **{"cw-grpo": [[0, 1, 1, 1]]})
     with pytest.raises(ConfigError, match="cw-grpo ran with options"):
-        learners.merge_results([plain, no_kl])
+        merge.merge_results([plain, no_kl])
     twice = _run_file(tmp_path, "twice", [0], **{"cw-grpo": [[1, 1, 1, 1]]})
     with pytest.raises(ConfigError, match="seed 0 is in two of the runs to merge, with cw-grpo in both"):
-        learners.merge_results([plain, twice])
+        merge.merge_results([plain, twice])
     other_start = _run_file(tmp_path, "other", [0], start="another-start", grpo=[[1, 1, 1, 1]])
     with pytest.raises(ConfigError, match="another policy"):
-        learners.merge_results([plain, other_start])
+        merge.merge_results([plain, other_start])
 
 
 def test_memory_settings_reach_both_updates_and_do_not_split_a_setting(tmp_path):
@@ -392,27 +394,27 @@ def test_memory_settings_reach_both_updates_and_do_not_split_a_setting(tmp_path)
     in test_update): the run's config carries them, yet a run with them merges with, and resumes, one without."""
     from searchgym.errors import ConfigError
 
-    preset = replace(learners.PRESETS["tiny"], micro_batch=1, gradient_checkpointing=True)
-    config = learners.train_config(preset, 1, 0, tmp_path, {}, 1, "cosearch", "tiny", "cosearch")
+    preset = replace(presets.PRESETS["tiny"], micro_batch=1, gradient_checkpointing=True)
+    config = runner.train_config(preset, 1, 0, tmp_path, {}, 1, "cosearch", "tiny", "cosearch")
     assert config.optim.micro_batch == 1 and config.optim.gradient_checkpointing
-    plain = learners.train_config(learners.PRESETS["tiny"], 1, 0, tmp_path, {}, 1, "cosearch", "tiny", "cosearch")
+    plain = runner.train_config(presets.PRESETS["tiny"], 1, 0, tmp_path, {}, 1, "cosearch", "tiny", "cosearch")
     assert plain.optim.micro_batch == 4 and not plain.optim.gradient_checkpointing
-    assert learners._setting(config) == learners._setting(plain)
-    assert learners._setting(replace(plain, optim=replace(plain.optim, lr=1.0))) != learners._setting(plain)
+    assert resume.run_setting(config) == resume.run_setting(plain)
+    assert resume.run_setting(replace(plain, optim=replace(plain.optim, lr=1.0))) != resume.run_setting(plain)
 
     a = _run_file(tmp_path, "a", [0], grpo=[[0, 0, 1, 1]])
     b = _run_file(tmp_path, "b", [1], grpo=[[0, 1, 1, 1]])
     run = json.loads(b.read_text())
     run["preset"].update(micro_batch=1, gradient_checkpointing=True)
     b.write_text(json.dumps(run))
-    _, per_seed = learners.merge_results([a, b])
+    _, per_seed = merge.merge_results([a, b])
     assert sorted(per_seed) == [0, 1]
     run["preset"]["max_batch_rows"] = 8  # not a memory setting of the update: refused as before
     b.write_text(json.dumps(run))
     with pytest.raises(ConfigError, match="another preset"):
-        learners.merge_results([a, b])
+        merge.merge_results([a, b])
     with pytest.raises(ConfigError, match="micro_batch must be >= 1"):
-        replace(learners.PRESETS["tiny"], micro_batch=0)
+        replace(presets.PRESETS["tiny"], micro_batch=0)
 
 
 def test_the_supervised_control_continues_the_cold_start_for_as_many_steps_as_rl(tmp_path, monkeypatch, capsys):
@@ -427,7 +429,7 @@ def test_the_supervised_control_continues_the_cold_start_for_as_many_steps_as_rl
     out = tmp_path / "run"
     assert learners.main(["--preset", "tiny", "--learners", "grpo", "sft", "--steps", "2", "--no-eval-base", "--resume",
                           "--out", str(out)]) == 0
-    tiny = learners.PRESETS["tiny"]
+    tiny = presets.PRESETS["tiny"]
     from agents.train.config import OptimConfig
 
     batch = OptimConfig().cold_start_batch
@@ -435,7 +437,7 @@ def test_the_supervised_control_continues_the_cold_start_for_as_many_steps_as_rl
     assert len(seen) == (tiny.cold_start_steps + 2) * batch
     seeded = seen[:]
     seen.clear()
-    whole = learners.train_config(replace(tiny, cold_start_steps=3), 2, 0, tmp_path / "x", {}, 1, "grpo", "tiny", "x", cold_start_steps=3)
+    whole = runner.train_config(replace(tiny, cold_start_steps=3), 2, 0, tmp_path / "x", {}, 1, "grpo", "tiny", "x", cold_start_steps=3)
     from agents.train.trainer import Trainer
 
     trainer = Trainer(whole)
@@ -452,7 +454,7 @@ def test_the_supervised_control_continues_the_cold_start_for_as_many_steps_as_rl
     assert any(not torch.equal(final[k], start[k]) for k in start if k in final)  # it trained
     table = (out / "seed0" / "results.md").read_text()
     assert _row(table, "sft")[4] == "-"  # no training reward: it samples no rollouts
-    assert "| sft |" in learners.paired_check({0: result}, ["grpo", "sft"], against="grpo")
+    assert "| sft |" in learner_report.paired_check({0: result}, ["grpo", "sft"], against="grpo")
 
     # A rerun with --resume reads the finished control back: no supervised step again.
     seen.clear()
@@ -460,5 +462,5 @@ def test_the_supervised_control_continues_the_cold_start_for_as_many_steps_as_rl
     assert learners.main(["--preset", "tiny", "--learners", "grpo", "sft", "--steps", "2", "--no-eval-base", "--resume",
                           "--out", str(out)]) == 0
     assert seen == [] and "[sft] resumed: finished by an earlier run" in capsys.readouterr().out
-    with pytest.raises(learners.ConfigError, match="no learner 'sft' with options"):
-        learners.parse_learner_options(["sft.kl_coef=0"])
+    with pytest.raises(ConfigError, match="no learner 'sft' with options"):
+        presets.parse_learner_options(["sft.kl_coef=0"])

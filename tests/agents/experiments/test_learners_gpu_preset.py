@@ -13,7 +13,7 @@ from agents.models import TinyModelConfig, build_tiny_model
 from agents.policies.hf import HFPolicy
 from agents.train import TrainConfig
 from agents.train.config import EnvConfig, RolloutConfig
-from agents.experiments import learners
+from agents.experiments import learners, presets, runner
 from tests.agents.fake_sglang import FakeSGLang
 
 HOTPOTQA = [
@@ -32,22 +32,22 @@ HOTPOTQA = [
 
 
 def test_the_gpu_preset_rolls_out_through_sglang_on_cuda():
-    preset = learners.PRESETS["gpu"]
-    options = learners.backend_options(preset)
+    preset = presets.PRESETS["gpu"]
+    options = runner.backend_options(preset)
     assert options == {"device": "cuda", "rollout": {"backend": "sglang", "sglang_urls": ("http://127.0.0.1:30000",), "weight_sync": "tensors"}}
     config = TrainConfig(model=preset.model, env=EnvConfig(hops=preset.hops), rollout=RolloutConfig(**options["rollout"]),
                          device=options["device"])  # valid as a TrainConfig
     assert config.rollout.backend == "sglang" and preset.model == "Qwen/Qwen2.5-0.5B-Instruct" and set(preset.hops) == {1, 2}
-    two = learners.backend_options(preset, ["http://10.0.0.2:30000", "http://10.0.0.3:30000"])
+    two = runner.backend_options(preset, ["http://10.0.0.2:30000", "http://10.0.0.3:30000"])
     assert two["rollout"]["sglang_urls"] == ("http://10.0.0.2:30000", "http://10.0.0.3:30000")
-    assert learners.backend_options(learners.PRESETS["cpu"]) == {"device": "cpu", "rollout": {"backend": "hf"}}
+    assert runner.backend_options(presets.PRESETS["cpu"]) == {"device": "cpu", "rollout": {"backend": "hf"}}
 
 
 @pytest.mark.slow
 def test_tiny_preset_with_sglang_rollouts_and_a_hotpotqa_eval(tmp_path, monkeypatch):
     data = tmp_path / "hotpot_dev_distractor.json"
     data.write_text(json.dumps(HOTPOTQA))
-    monkeypatch.setitem(learners.PRESETS, "tiny-sglang", replace(learners.PRESETS["tiny"], rollout_backend="sglang", servers=2))
+    monkeypatch.setitem(presets.PRESETS, "tiny-sglang", replace(presets.PRESETS["tiny"], rollout_backend="sglang", servers=2))
     servers = [FakeSGLang(HFPolicy(*build_tiny_model(TinyModelConfig(seed=5)))) for _ in range(2)]
     with servers[0], servers[1]:
         code = learners.main(["--preset", "tiny-sglang", "--learners", "grpo", "--out", str(tmp_path / "out"),

@@ -9,18 +9,18 @@ import gymnasium as gym
 import pytest
 
 import searchgym  # noqa: F401 - registers the ids
-from agents.experiments.signatures import (
+from agents.experiments.signature_analyses import (
     contribution_spread,
     entity_contrast,
     episode_em,
     episode_entity_rate,
     f1_gain,
     group_outcomes,
-    main,
     search_contributions,
     search_hits,
     successful_rounds,
 )
+from agents.experiments.signatures import main
 from searchgym.errors import ConfigError
 from tests.helpers import shared_file
 
