@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from benchmarks.loadgen import SERVE, ServerProcess, Timing, _read_response, load_test, run_clients
+from tools.loadgen import SERVE, ServerProcess, Timing, _read_response, load_test, run_clients
 from searchgym.retrieval.server import ServerConfig
 
 LIMITS = ServerConfig()

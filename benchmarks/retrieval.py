@@ -39,7 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.loadgen import ServerProcess, Timing, load_test, time_in_process
+from tools.loadgen import ServerProcess, Timing, load_test, time_in_process
 from agents.experiments.progress import phase
 from searchgym.corpus import Corpus
 from searchgym.retrieval import BM25Retriever, DenseIndexConfig, DenseRetriever, HybridRetriever, TextEncoder

@@ -1,4 +1,4 @@
-"""Adversarial judge replies: a fuzz surface for `parse_reply` (run by `benchmarks.fuzz --surface verdicts`).
+"""Adversarial judge replies: a fuzz surface for `parse_reply` (run by `tools.fuzz --surface verdicts`).
 
 Each case is a reply built around one honest verdict and a trace that may hold a planted verdict, with the
 outcome the parser must reach: the honest labels, or a refusal. The replies are what a confused or steered
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from hypothesis import strategies as st
 
-from benchmarks.fuzz import Outcome, _crash, _describe_exception
+from tools.fuzz import Outcome, _crash, _describe_exception
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ same strategies with few examples):
   re-encoding (latin-1, cp1252, UTF-16, UTF-32), invalid UTF-8 bytes, binary garbage.
 - `corpus_files`: `load_corpus` on corpus files (jsonl with `contents`, jsonl with `title`/`text`, DPR tsv),
   mutated the same ways.
-- `verdicts`: `parse_reply` on adversarial judge replies (`benchmarks/fuzz_verdicts.py`): a wrongly
+- `verdicts`: `parse_reply` on adversarial judge replies (`tools/fuzz_verdicts.py`): a wrongly
   accepted verdict or a refused valid one is a crash.
 - `server`: `POST /retrieve` on the Search-R1-compatible server (the ASGI app through httpx): arbitrary
   JSON, wrong types, huge and negative `topk`, query lists over the cap, queries over the length cap,
@@ -24,7 +24,7 @@ status outside 200/4xx, no answer within the time limit, or a broken contract (a
 name its file and record, a 4xx without a message, an observation that is not text, terminated and
 truncated both true). Crashes must be 0.
 
-    python -m benchmarks.fuzz [--examples 2000] [--surface env --surface server ...] [--seed 0]
+    python -m tools.fuzz [--examples 2000] [--surface env --surface server ...] [--seed 0]
 """
 
 from __future__ import annotations
@@ -734,13 +734,13 @@ class Surface:
 
 
 def _verdict_cases() -> st.SearchStrategy:
-    from benchmarks.fuzz_verdicts import verdict_cases  # that module imports this one
+    from tools.fuzz_verdicts import verdict_cases  # that module imports this one
 
     return verdict_cases()
 
 
 def _verdict_harness() -> Any:
-    from benchmarks.fuzz_verdicts import VerdictHarness
+    from tools.fuzz_verdicts import VerdictHarness
 
     return VerdictHarness()
 

@@ -1,6 +1,6 @@
 """Slow and idle clients against `searchgym serve`: how many sockets does the server still hold later?
 
-    python -m benchmarks.slowclients [--sockets 1500] [--watch 60] [--entities 500] [-- server flags]
+    python -m tools.slowclients [--sockets 1500] [--watch 60] [--entities 500] [-- server flags]
 
 Opens `--sockets` loopback connections in equal shares of five kinds and watches them for `--watch`
 seconds (every socket is polled twice a second):
@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmarks.load import synthetic_corpus
-from benchmarks.loadgen import ServerProcess
+from tools.loadgen import ServerProcess
 
 KINDS = ("idle", "partial", "dribble", "short_body", "kept_alive")
 BODY = json.dumps({"queries": ["river"], "topk": 1}).encode()

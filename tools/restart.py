@@ -1,6 +1,6 @@
 """Env steps through a retriever restart: `searchgym serve` under load, its retriever process SIGKILLed.
 
-    python -m benchmarks.restart [--clients 64] [--before 5] [--after 15] [--entities 2000] [--kills 1]
+    python -m tools.restart [--clients 64] [--before 5] [--after 15] [--entities 2000] [--kills 1]
 
 `--clients` threads each run `SearchQAEnv` episodes whose retriever is an `HTTPRetriever` with default
 settings (30 s budget), stepping search actions back to back. After `--before` seconds the server's
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmarks.load import synthetic_corpus
-from benchmarks.loadgen import ServerProcess, _get
+from tools.loadgen import ServerProcess, _get
 
 
 @dataclass

@@ -8,7 +8,7 @@ suffered). Outcomes: `refused <ErrorClass>` (a `SearchGymError` whose message na
 a failure: `loaded silently`, `untyped <Exception>`, `unnamed <ErrorClass>` (a typed error that does not
 name the file), `died <signal>`.
 
-    python -m benchmarks.fuzz_index [--docs 10] [--kind NAME ...] [--keep DIR]
+    python -m tools.fuzz_index [--docs 10] [--kind NAME ...] [--keep DIR]
 """
 
 from __future__ import annotations
