@@ -25,8 +25,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from tools.loadgen import SERVE, ServerProcess, Timing, _read_response, load_test, run_clients
 from searchgym.retrieval.server import ServerConfig
+from tools.loadgen import SERVE, ServerProcess, Timing, load_test, read_response, run_clients, synthetic_corpus
 
 LIMITS = ServerConfig()
 """The limits of a server started with default flags (what the probes exceed)."""
@@ -87,7 +87,7 @@ async def probe(port: int, kind: str, timeout_s: float = 10.0) -> Probe:
             n, k = (LIMITS.max_queries + 1, 3) if kind == "queries" else (1, LIMITS.max_topk + 1)
             body = json.dumps({"queries": ["capital city"] * n, "topk": k, "return_scores": True}).encode()
             writer.write(head + b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
-        status, _ = await asyncio.wait_for(_read_response(reader), timeout_s)
+        status, _ = await asyncio.wait_for(read_response(reader), timeout_s)
         return Probe(kind, status, (time.perf_counter() - start) * 1000)
     except (OSError, ValueError, IndexError, asyncio.TimeoutError, asyncio.IncompleteReadError) as e:
         return Probe(kind, None, (time.perf_counter() - start) * 1000, f"{type(e).__name__}: {e}")
@@ -152,17 +152,6 @@ def _summary(timing: Timing, probes: list[Probe], rss: int | None) -> Round:
 
 def _mib(n: int | None) -> float | None:
     return None if n is None else round(n / 2**20, 1)
-
-
-def synthetic_corpus(folder: Path, entities: int, seed: int = 0) -> tuple[Path, list[str]]:
-    """The synthetic world's corpus as a jsonl file, and its questions as queries."""
-    from searchgym.data.synthetic import make_synthetic
-
-    corpus, records = make_synthetic(num_entities=entities, seed=seed, num_questions=1000)
-    path = folder / f"synthetic-{entities}.jsonl"
-    with open(path, "w", encoding="utf-8") as f:
-        f.writelines(json.dumps({"id": d.id, "contents": d.contents}, ensure_ascii=False) + "\n" for d in corpus)
-    return path, [r.question for r in records]
 
 
 def print_report(result: dict, passages: int | None = None) -> None:

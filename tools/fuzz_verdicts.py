@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from hypothesis import strategies as st
 
-from tools.fuzz import Outcome, _crash, _describe_exception
+from tools.fuzz.outcomes import Outcome, crash, describe_exception
 
 
 @dataclass(frozen=True)
@@ -120,14 +120,14 @@ class VerdictHarness:
             u, v, _ = self._parse(case.reply, data=case.data)
         except self._malformed:
             if case.expected is not None:
-                return _crash(f"contract: valid verdict refused: {case.mutation}")
+                return crash(f"contract: valid verdict refused: {case.mutation}")
             return Outcome("refused")
         except Exception as e:  # noqa: BLE001 - any other exception is a crash
-            return _crash(_describe_exception(e))
+            return crash(describe_exception(e))
         if case.expected is None:
-            return _crash(f"contract: accepted wrongly: {case.mutation}")
+            return crash(f"contract: accepted wrongly: {case.mutation}")
         if (u, v) != case.expected:
-            return _crash(f"contract: accepted with labels {(u, v)} instead of {case.expected}")
+            return crash(f"contract: accepted with labels {(u, v)} instead of {case.expected}")
         return Outcome("accepted")
 
     def close(self) -> None:

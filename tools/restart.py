@@ -26,8 +26,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from benchmarks.load import synthetic_corpus
-from tools.loadgen import ServerProcess, _get
+from tools.loadgen import ServerProcess, http_get, synthetic_corpus
 
 
 @dataclass
@@ -137,7 +136,7 @@ def run(clients: int, before_s: float, after_s: float, entities: int, kills: int
                 killed = time.monotonic()
                 prober.start()
                 time.sleep(0.2)  # let the server notice
-                while asyncio.run(_get(server.port, "/health"))[0] != 200:
+                while asyncio.run(http_get(server.port, "/health"))[0] != 200:
                     if time.monotonic() - killed > 300:
                         raise RuntimeError("the retriever process did not come back within 300 s")
                     time.sleep(0.05)

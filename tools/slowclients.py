@@ -30,8 +30,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from benchmarks.load import synthetic_corpus
-from tools.loadgen import ServerProcess
+from tools.loadgen import ServerProcess, synthetic_corpus
 
 KINDS = ("idle", "partial", "dribble", "short_body", "kept_alive")
 BODY = json.dumps({"queries": ["river"], "topk": 1}).encode()

@@ -11,8 +11,8 @@ import pytest
 
 pytest.importorskip("fastapi", reason="the retrieval server needs the server extra")
 
-from benchmarks.load import OVERSIZED, run_load, synthetic_corpus
-from tools.loadgen import RANK_BM25_SERVE
+from benchmarks.load import OVERSIZED, run_load
+from tools.loadgen import RANK_BM25_SERVE, synthetic_corpus
 
 RSS_NOISE_MIB = 16.0
 """Growth between two rounds that is allocator noise, not a leak (a leak grows with every round)."""
