@@ -13,9 +13,9 @@ the peak growth of the process's resident memory, sampled every 5 ms) and update
 Hugging Face `generate` tokens/s at `--decode-batch` prompts of `--decode-prompt` tokens, greedy,
 `--decode-new` new tokens each (prefill included).
 
-    python -m benchmarks.memory_plan                                   # estimates for the three shapes
-    python -m benchmarks.memory_plan --device cuda --shapes qwen3-1.7b --out plan.json
-    python -m benchmarks.memory_plan --device cpu --shapes qwen2.5-0.5b --tokens 256 --seq-len 128 \\
+    python -m agents.train.memory_plan                                   # estimates for the three shapes
+    python -m agents.train.memory_plan --device cuda --shapes qwen3-1.7b --out plan.json
+    python -m agents.train.memory_plan --device cpu --shapes qwen2.5-0.5b --tokens 256 --seq-len 128 \\
         --decode-batch 4 --decode-prompt 32 --decode-new 8
 """
 

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from benchmarks.memory_plan import PAPER_SHAPES, SHAPES, MeasureConfig, ModelShape, estimate, main, measure, plan
+from agents.train.memory_plan import PAPER_SHAPES, SHAPES, MeasureConfig, ModelShape, estimate, main, measure, plan
 from searchgym.errors import ConfigError
 
 torch = pytest.importorskip("torch", reason="the measured part needs torch")
