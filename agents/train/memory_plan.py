@@ -17,6 +17,8 @@ Hugging Face `generate` tokens/s at `--decode-batch` prompts of `--decode-prompt
     python -m agents.train.memory_plan --device cuda --shapes qwen3-1.7b --out plan.json
     python -m agents.train.memory_plan --device cpu --shapes qwen2.5-0.5b --tokens 256 --seq-len 128 \\
         --decode-batch 4 --decode-prompt 32 --decode-new 8
+
+The shapes are `agents.train.model_shapes`'s, the measurement `agents.train.memory_measure`'s.
 """
 
 from __future__ import annotations
@@ -24,156 +26,15 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import threading
-import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from agents.train.memory_measure import MeasureConfig, free_memory, measure
+from agents.train.model_shapes import GB, PAPER_SHAPES, SHAPES, ModelShape
 from searchgym.errors import ConfigError
 
 logger = logging.getLogger(__name__)
-
-GB = 1e9
-
-
-@dataclass(frozen=True)
-class ModelShape:
-    """A decoder's shape, as its config.json states it."""
-
-    name: str
-    family: Literal["qwen2", "qwen3"]
-    """qwen2: q/k/v projections with biases; qwen3: no biases, RMSNorm on each head's q and k."""
-    hidden: int
-    layers: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    intermediate: int
-    vocab: int
-    tied: bool
-    """Whether the output projection is the input embedding (one matrix, counted once)."""
-
-    def __post_init__(self) -> None:
-        if min(self.hidden, self.layers, self.heads, self.kv_heads, self.head_dim, self.intermediate, self.vocab) < 1:
-            raise ConfigError(f"shape {self.name}: every size must be >= 1")
-        if self.heads % self.kv_heads:
-            raise ConfigError(
-                f"shape {self.name}: heads ({self.heads}) must be a multiple of kv_heads ({self.kv_heads})"
-            )
-        if self.family not in ("qwen2", "qwen3"):
-            raise ConfigError(f"shape {self.name}: family must be qwen2 or qwen3, got {self.family!r}")
-
-    @property
-    def q_dim(self) -> int:
-        return self.heads * self.head_dim
-
-    @property
-    def kv_dim(self) -> int:
-        return self.kv_heads * self.head_dim
-
-    def layer_params(self) -> int:
-        h, q, kv = self.hidden, self.q_dim, self.kv_dim
-        attention = h * q + 2 * h * kv + q * h
-        if self.family == "qwen2":
-            attention += q + 2 * kv
-        else:
-            attention += 2 * self.head_dim
-        return attention + 3 * h * self.intermediate + 2 * h
-
-    def embedding_params(self) -> int:
-        """Input embedding, plus the output projection when it is not tied, plus the final norm."""
-        return self.vocab * self.hidden * (1 if self.tied else 2) + self.hidden
-
-    def params(self) -> int:
-        return self.layers * self.layer_params() + self.embedding_params()
-
-    def activation_bytes_per_token_layer(self) -> int:
-        """Bytes one decoder layer keeps for backward per token in bf16 with a fused (flash / SDPA)
-        attention, which keeps no (T, T) scores. Each RMSNorm keeps its bf16 input and two fp32 copies
-        (transformers upcasts); projections keep their outputs; RoPE keeps rotated q and k; attention its
-        output; the SwiGLU MLP gate, up, activated gate and product."""
-        h, q, kv, i = self.hidden, self.q_dim, self.kv_dim, self.intermediate
-        norms = 2 * (2 * h + 4 * h + 4 * h)
-        attention = 2 * (q + 2 * kv) + 2 * (q + kv) + 2 * q
-        if self.family == "qwen3":
-            attention += (4 + 4 + 2) * (q + kv)  # per-head q/k norms, same pattern as the layer norms
-        return norms + attention + 2 * 4 * i
-
-    def hf_config(self, layers: int | None = None) -> Any:
-        from transformers import Qwen2Config, Qwen3Config
-
-        common = {
-            "hidden_size": self.hidden,
-            "num_hidden_layers": layers or self.layers,
-            "num_attention_heads": self.heads,
-            "num_key_value_heads": self.kv_heads,
-            "intermediate_size": self.intermediate,
-            "vocab_size": self.vocab,
-            "tie_word_embeddings": self.tied,
-            "max_position_embeddings": 32768,
-        }
-        if self.family == "qwen2":
-            return Qwen2Config(**common)
-        return Qwen3Config(head_dim=self.head_dim, **common)
-
-
-# From each model's public config.json on the Hugging Face hub.
-SHAPES = {
-    s.name: s
-    for s in (
-        ModelShape(
-            "qwen2.5-0.5b",
-            "qwen2",
-            hidden=896,
-            layers=24,
-            heads=14,
-            kv_heads=2,
-            head_dim=64,
-            intermediate=4864,
-            vocab=151936,
-            tied=True,
-        ),
-        ModelShape(
-            "qwen3-1.7b",
-            "qwen3",
-            hidden=2048,
-            layers=28,
-            heads=16,
-            kv_heads=8,
-            head_dim=128,
-            intermediate=6144,
-            vocab=151936,
-            tied=True,
-        ),
-        ModelShape(
-            "qwen3-8b",
-            "qwen3",
-            hidden=4096,
-            layers=36,
-            heads=32,
-            kv_heads=8,
-            head_dim=128,
-            intermediate=12288,
-            vocab=151936,
-            tied=False,
-        ),
-        # Not a real model: small enough for the tests and a CPU smoke run.
-        ModelShape(
-            "tiny",
-            "qwen3",
-            hidden=64,
-            layers=2,
-            heads=4,
-            kv_heads=2,
-            head_dim=16,
-            intermediate=128,
-            vocab=512,
-            tied=True,
-        ),
-    )
-}
-PAPER_SHAPES = ("qwen2.5-0.5b", "qwen3-1.7b", "qwen3-8b")
 
 LOGIT_BYTES = 2 + 4 + 4
 """Per token and vocabulary entry: the bf16 logits, their fp32 copy and the fp32 log-softmax."""
@@ -243,165 +104,6 @@ def preset_estimate(name: str, gpu_gb: float = 80.0) -> dict[str, Any]:
     update = row["total_ckpt_gb"] if ckpt else row["total_gb"]
     return {**row, "preset": name, "checkpointing": ckpt, "update_gb": update, "server_gb": preset.server_gb,
             "fits_with_server": update + preset.server_gb <= gpu_gb}
-
-
-@dataclass(frozen=True)
-class MeasureConfig:
-    """One measured update and decode run."""
-
-    device: str = "cpu"
-    tokens: int = 8192
-    """Tokens in the measured micro-batch (sequences of `seq_len`)."""
-    seq_len: int = 2048
-    dtype: Literal["bf16", "fp32"] = "bf16"
-    """Weights, gradients and Adam states in this dtype (bf16: what fits a 1.7B update in one pass)."""
-    checkpointing: bool = False
-    steps: int = 2
-    """Timed steps after one warm-up step."""
-    decode_batch: int = 64
-    decode_prompt: int = 256
-    decode_new: int = 64
-    layers: int | None = None
-    """Build the shape with this many decoder layers instead (a reduced-layer model)."""
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        if self.tokens < 1 or self.seq_len < 1 or self.tokens % self.seq_len:
-            raise ConfigError(f"tokens ({self.tokens}) must be a positive multiple of seq_len ({self.seq_len})")
-        if self.steps < 1 or min(self.decode_batch, self.decode_prompt) < 1 or self.decode_new < 0:
-            raise ConfigError("steps, decode_batch and decode_prompt must be >= 1 and decode_new >= 0")
-        if self.dtype not in ("bf16", "fp32"):
-            raise ConfigError(f"dtype must be bf16 or fp32, got {self.dtype!r}")
-        if self.layers is not None and self.layers < 1:
-            raise ConfigError(f"layers must be >= 1, got {self.layers}")
-
-
-class _PeakRSS:
-    """Peak growth of this process's resident memory while in the block (CPU has no allocator peak)."""
-
-    def __init__(self) -> None:
-        import psutil
-
-        self._proc = psutil.Process()
-        self.base = self._proc.memory_info().rss
-        self.peak = self.base
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-
-    def _sample(self) -> None:
-        while not self._stop.wait(0.005):
-            self.peak = max(self.peak, self._proc.memory_info().rss)
-
-    def __enter__(self) -> _PeakRSS:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.peak = max(self.peak, self._proc.memory_info().rss)
-
-
-def measure(shape: ModelShape, config: MeasureConfig) -> dict[str, Any]:
-    """Peak memory and tokens/s of fwd+bwd+AdamW, and decode tokens/s, on a random-weight model."""
-    import contextlib
-
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    c = config
-    device = torch.device(c.device)
-    cuda = device.type == "cuda"
-    dtype = torch.bfloat16 if c.dtype == "bf16" else torch.float32
-    torch.manual_seed(c.seed)
-    hf = shape.hf_config(c.layers)
-    rss = None if cuda else _PeakRSS()
-    with rss if rss is not None else contextlib.nullcontext():
-        with device:  # initialise on the device: no host copy of a multi-GB model
-            try:
-                model = AutoModelForCausalLM.from_config(hf, dtype=dtype)
-            except TypeError:  # transformers before 4.56 names it torch_dtype
-                model = AutoModelForCausalLM.from_config(hf, torch_dtype=dtype)
-        if next(model.parameters()).dtype != dtype:
-            model.to(dtype)
-        if c.checkpointing:
-            kwargs = {"use_reentrant": False}
-            if hasattr(model, "activation_checkpointing_enable"):  # the name since transformers 5.x
-                model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
-            else:
-                model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
-        model.config.use_cache = False
-        model.train()
-        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-6, foreach=True)
-        ids = torch.randint(0, shape.vocab, (c.tokens // c.seq_len, c.seq_len), device=device)
-
-        def step() -> float:
-            logits = model(input_ids=ids).logits
-            # The learners' shape of loss: log-probabilities of the given tokens, in fp32.
-            logprobs = torch.log_softmax(logits[:, :-1].float(), dim=-1).gather(-1, ids[:, 1:, None]).squeeze(-1)
-            loss = -logprobs.mean()
-            loss.backward()
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-            return float(loss.detach())  # a sync point: the step has finished when this returns
-
-        first = step()
-        if cuda:
-            torch.cuda.synchronize(device)
-            torch.cuda.reset_peak_memory_stats(device)
-        start = time.perf_counter()
-        for _ in range(c.steps):
-            last = step()
-        update_s = (time.perf_counter() - start) / c.steps
-    peak = torch.cuda.max_memory_allocated(device) if cuda else rss.peak - rss.base
-    decode = _decode(model, shape, c) if c.decode_new else None
-    name = shape.name if c.layers is None else f"{shape.name}[{c.layers} layers]"
-    return {
-        "label": "measured",
-        "shape": name,
-        "params_b": sum(p.numel() for p in model.parameters()) / 1e9,
-        "device": torch.cuda.get_device_name(device) if cuda else "cpu",
-        "dtype": c.dtype,
-        "tokens": c.tokens,
-        "seq_len": c.seq_len,
-        "checkpointing": c.checkpointing,
-        "peak_gb": peak / GB,
-        "peak_kind": "cuda max_memory_allocated" if cuda else "process RSS growth",
-        "update_tokens_per_s": c.tokens / update_s,
-        "update_s": update_s,
-        "loss_first": first,
-        "loss_last": last,
-        "decode_tokens_per_s": decode,
-        "decode": f"batch {c.decode_batch}, prompt {c.decode_prompt}, {c.decode_new} new, greedy",
-    }
-
-
-def _decode(model: Any, shape: ModelShape, c: MeasureConfig) -> float:
-    import torch
-
-    model.eval()
-    model.config.use_cache = True
-    ids = torch.randint(0, shape.vocab, (c.decode_batch, c.decode_prompt), device=model.device)
-    with torch.no_grad():
-        # min_new_tokens: a random model may sample EOS at once; every row decodes the full budget.
-        gen = {"max_new_tokens": c.decode_new, "min_new_tokens": c.decode_new, "do_sample": False, "pad_token_id": 0}
-        model.generate(
-            input_ids=ids,
-            attention_mask=torch.ones_like(ids),
-            max_new_tokens=2,
-            min_new_tokens=2,
-            do_sample=False,
-            pad_token_id=0,
-        )  # warm-up: kernels and caches
-        if model.device.type == "cuda":
-            torch.cuda.synchronize(model.device)
-        start = time.perf_counter()
-        out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), **gen)
-        if model.device.type == "cuda":
-            torch.cuda.synchronize(model.device)
-        seconds = time.perf_counter() - start
-    new = (out.shape[1] - c.decode_prompt) * c.decode_batch
-    return new / seconds
 
 
 def _md(cells: list[Any]) -> str:
@@ -545,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
                 config = replace(base, checkpointing=ckpt, decode_new=base.decode_new if i == 0 else 0)
                 logger.info("measuring %s (%s)", shape.name, config)
                 measured.append(measure(shape, config))
-                _free(args.device)
+                free_memory(args.device)
     print(table(estimates, measured, args.gpu_gb))
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -553,24 +255,6 @@ def main(argv: list[str] | None = None) -> int:
             json.dumps({"shapes": [asdict(s) for s in shapes], "estimated": estimates, "measured": measured}, indent=1)
         )
     return 0
-
-
-def _free(device: str) -> None:
-    """Give the previous model's memory back, so the next measurement's peak starts from it."""
-    import gc
-
-    gc.collect()
-    if device.startswith("cuda"):
-        import torch
-
-        torch.cuda.empty_cache()
-        return
-    try:  # glibc keeps freed heap pages otherwise, and the next RSS growth would read near zero
-        import ctypes
-
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        logger.debug("malloc_trim is not available; CPU peaks after the first may read low")
 
 
 if __name__ == "__main__":
