@@ -1,0 +1,6 @@
+"""Moved: `python -m agents.experiments.ranker_cold_start`. This alias, kept for one version, says so on stderr and runs it."""
+
+from benchmarks._moved import run_moved
+
+if __name__ == "__main__":
+    run_moved("benchmarks.ranker_cold_start", "agents.experiments.ranker_cold_start")
