@@ -32,7 +32,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from searchgym.retrieval.server import ServerConfig
-from tools.loadgen import SERVE, ServerProcess, Timing, load_test, read_response, run_clients, synthetic_corpus, time_in_process
+from tools.loadgen import (
+    SERVE,
+    ServerProcess,
+    Timing,
+    load_test,
+    read_response,
+    run_clients,
+    synthetic_corpus,
+    time_in_process,
+)
 
 LIMITS = ServerConfig()
 """The limits of a server started with default flags (what the probes exceed)."""

@@ -1,4 +1,5 @@
-"""Scripted baseline agents evaluated on `SearchQA-Synthetic-v0` (seconds; the main job is `agents.experiments.learners`).
+"""Scripted baseline agents evaluated on `SearchQA-Synthetic-v0` (seconds; the main job is
+`agents.experiments.learners`).
 
 Three agents bracket what a learned policy should reach:
 

@@ -18,12 +18,15 @@ Prints what each learner did differently while it runs, then a results table, an
 `results.md` and `curves.png` (training reward, EM, searches per episode, entity match rate over steps, and
 test EM on the fixed evaluation questions before and after RL; `agents.experiments.curves`) under
 `--out` (and the same per seed under `--out/seed<N>`). Each seed's results carry the `fingerprint` of its
-evaluation env (`agents.experiments.fingerprint`), against which `python -m agents.experiments.compare` scores a new agent.
+evaluation env (`agents.experiments.fingerprint`), against which `python -m agents.experiments.compare` scores a
+new agent.
 
-    python -m agents.experiments.learners --preset cpu              # SmolLM2-135M, 1- and 2-hop synthetic questions (the main job)
+    python -m agents.experiments.learners --preset cpu              # SmolLM2-135M, 1- and 2-hop synthetic
+                                                                    # questions (the main job)
     python -m agents.experiments.learners --preset cpu --seeds 0 1  # the learning check over two seeds
-    python -m agents.experiments.learners --preset gpu --hotpotqa hotpot_dev_distractor_v1.json  # see docs/learners.md
-                                                            # ("The GPU preset"): SGLang rollouts, Qwen2.5-0.5B
+    python -m agents.experiments.learners --preset gpu --hotpotqa hotpot_dev_distractor_v1.json
+                                                                    # see docs/learners.md ("The GPU preset"):
+                                                                    # SGLang rollouts, Qwen2.5-0.5B
 
 With `--hotpotqa FILE` (HotpotQA questions with their paragraphs, e.g. the official distractor dev file),
 the start policy and each learner's final policy are also evaluated greedily on its first questions.

@@ -1,4 +1,4 @@
-"""Progress on stderr for the benchmarks' long phases, in one place.
+"""Progress on stderr for the long phases of the experiments and the benchmarks, in one place.
 
 `phase` is a tqdm bar that keeps moving while a single long call runs: a background thread redraws it
 every `every` seconds, so the elapsed time and the ETA stay current even when nothing ticks for a minute
