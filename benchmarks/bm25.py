@@ -25,7 +25,7 @@ import time
 
 import numpy as np
 
-from benchmarks.progress import phase
+from agents.experiments.progress import phase
 from searchgym.data.synthetic import QuestionConfig, SyntheticWorld, WorldConfig
 from searchgym.envs import SearchQAEnv
 from searchgym.retrieval import BM25Retriever

@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from benchmarks.progress import phase
+from agents.experiments.progress import phase
 from searchgym.data.synthetic import QuestionConfig, SyntheticWorld, WorldConfig
 from searchgym.entities import clear_caches
 from searchgym.envs import SearchQAEnv

@@ -8,6 +8,12 @@ p50/p99 latency, the error count (target: zero) and the server's resident memory
 memory before the first round is taken after start-up and a one-second warm-up. Comparing the rounds
 tells growth from noise: a leak grows with every round, allocator noise does not.
 
+The peer: once the server has stopped, the retriever it served (`searchgym serve`'s BM25 over the same
+corpus and cache) is called in this process one query at a time, as the env calls it, for one round's
+duration. The closing line is the ratio of the server's requests/s in its last round to those in-process
+queries/s: what HTTP, 64 concurrent clients and the probes leave of the bare retriever's throughput (the
+server batches requests that arrive during a search, so it can exceed 1; the clients share the cores).
+
 While the clients run, a prober sends over-limit requests on fresh connections every `--probe-every`
 seconds, in turn: a body over the server's `max_body_bytes` (declared, and sent chunked without a length),
 more queries than `max_queries`, and a `topk` over `max_topk`. Each must be refused with 413 quickly
@@ -25,8 +31,17 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from benchmarks.loadgen import SERVE, ServerProcess, Timing, _read_response, load_test, run_clients
 from searchgym.retrieval.server import ServerConfig
+from tools.loadgen import (
+    SERVE,
+    ServerProcess,
+    Timing,
+    load_test,
+    read_response,
+    run_clients,
+    synthetic_corpus,
+    time_in_process,
+)
 
 LIMITS = ServerConfig()
 """The limits of a server started with default flags (what the probes exceed)."""
@@ -87,7 +102,7 @@ async def probe(port: int, kind: str, timeout_s: float = 10.0) -> Probe:
             n, k = (LIMITS.max_queries + 1, 3) if kind == "queries" else (1, LIMITS.max_topk + 1)
             body = json.dumps({"queries": ["capital city"] * n, "topk": k, "return_scores": True}).encode()
             writer.write(head + b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
-        status, _ = await asyncio.wait_for(_read_response(reader), timeout_s)
+        status, _ = await asyncio.wait_for(read_response(reader), timeout_s)
         return Probe(kind, status, (time.perf_counter() - start) * 1000)
     except (OSError, ValueError, IndexError, asyncio.TimeoutError, asyncio.IncompleteReadError) as e:
         return Probe(kind, None, (time.perf_counter() - start) * 1000, f"{type(e).__name__}: {e}")
@@ -154,15 +169,14 @@ def _mib(n: int | None) -> float | None:
     return None if n is None else round(n / 2**20, 1)
 
 
-def synthetic_corpus(folder: Path, entities: int, seed: int = 0) -> tuple[Path, list[str]]:
-    """The synthetic world's corpus as a jsonl file, and its questions as queries."""
-    from searchgym.data.synthetic import make_synthetic
+def in_process_peer(corpus_path: Path, queries: Sequence[str], k: int, duration_s: float, cache_dir: Path) -> Timing:
+    """The retriever `searchgym serve --corpus corpus_path` serves, built the same way (same cache), timed
+    in this process one query per call for `duration_s`."""
+    from searchgym.cli.serve import build_retriever
 
-    corpus, records = make_synthetic(num_entities=entities, seed=seed, num_questions=1000)
-    path = folder / f"synthetic-{entities}.jsonl"
-    with open(path, "w", encoding="utf-8") as f:
-        f.writelines(json.dumps({"id": d.id, "contents": d.contents}, ensure_ascii=False) + "\n" for d in corpus)
-    return path, [r.question for r in records]
+    retriever = build_retriever(None, str(corpus_path), None, str(cache_dir))
+    retriever.search(list(queries[:3]), k)  # numba compiles on the first search: not part of the timing
+    return time_in_process(lambda batch: retriever.search(batch, k), queries, duration_s=duration_s, max_queries=10**9)
 
 
 def print_report(result: dict, passages: int | None = None) -> None:
@@ -176,6 +190,9 @@ def print_report(result: dict, passages: int | None = None) -> None:
             f"over-limit requests refused with 413: {r['refused_413']}/{len(r['probes'])} (slowest: {slowest})"
         )
     print(f"RSS growth over the last round: {result['rss_growth_last_round_mib']} MiB; server alive: {result['server_alive']}")
+    if "in_process_qps" in result:
+        print(f"throughput ratio server (last round) / in-process retriever: {result['server_over_in_process']:.2f}x "
+              f"({result['rounds'][-1]['requests_per_s']} req/s vs {result['in_process_qps']} queries/s, one query per call)")
 
 
 def main() -> None:
@@ -193,6 +210,9 @@ def main() -> None:
         passages = len(path.read_text(encoding="utf-8").splitlines())
         result = run_load(path, queries, clients=args.clients, duration_s=args.duration, rounds=args.rounds, k=args.k,
                           probe_every_s=args.probe_every, server_args=("--cache-dir", str(Path(tmp) / "cache")))
+        peer = in_process_peer(path, queries, args.k, args.duration, Path(tmp) / "cache")
+    result["in_process_qps"] = round(peer.qps, 1)
+    result["server_over_in_process"] = result["rounds"][-1]["requests_per_s"] / peer.qps if peer.qps else float("nan")
     result["passages"] = passages
     print_report(result, passages)
     if args.json:

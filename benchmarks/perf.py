@@ -8,8 +8,9 @@ Runs, in order, with the settings each issue names (use `--quick` for smaller si
 4. `benchmarks.rollout_overhead`: the rollout engine vs bare `generate` for the same tokens (SmolLM2).
 5. `benchmarks.step`: one RL step of the CPU preset's shape, new path vs old; the decode bound; the
    update's peak RSS.
+6. `benchmarks.load`: the retrieval server under 64 clients vs the in-process retriever it serves.
 
-    python -m benchmarks.perf [--quick] [--only bm25 judge retrieval rollout step]
+    python -m benchmarks.perf [--quick] [--only bm25 judge retrieval rollout step load]
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ SUITE = {
     "retrieval": ("benchmarks.retrieval", [], ["--synthetic-passages", "20000", "--skip", "recall"]),
     "rollout": ("benchmarks.rollout_overhead", [], ["--batch", "4", "--repeats", "1"]),
     "step": ("benchmarks.step", [], ["--steps", "1"]),
+    "load": ("benchmarks.load", [], ["--duration", "3", "--entities", "500"]),
 }
 
 

@@ -39,12 +39,12 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.loadgen import ServerProcess, Timing, load_test, time_in_process
-from benchmarks.progress import phase
+from agents.experiments.progress import phase
 from searchgym.corpus import Corpus
 from searchgym.retrieval import BM25Retriever, DenseIndexConfig, DenseRetriever, HybridRetriever, TextEncoder
 from searchgym.retrieval.dense import import_faiss, index_nbytes
 from searchgym.retrieval.index import build_index, rebuild_index
+from tools.loadgen import ServerProcess, Timing, load_test, time_in_process
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 HNSW = DenseIndexConfig(kind="hnsw")

@@ -17,7 +17,8 @@ the greedy (deterministic) policy. Two references use the same discrete action s
   space.
 
 Every number is a mean and standard deviation over `--seeds` (PPO's seed; for random, the sampler's
-seed). Writes `results.json`, `results.md` (the table) and `learning_curve.png` under `--out`.
+seed). The table's last rows are PPO's margin over `random` and its share of the `oracle`'s EM, per seed.
+Writes `results.json`, `results.md` (the table) and `learning_curve.png` under `--out`.
 
     python -m benchmarks.sb3_ppo [--hops 1 2] [--timesteps 20000 40000] [--seeds 0 1 2] [--out results/sb3_ppo]
 
@@ -207,6 +208,10 @@ def table(args: Args, results: dict) -> str:
     margins = [list(np.subtract(results[str(h)]["PPO"], results[str(h)]["random"])) for h in args.hops]
     lines.append("| PPO − random | " + " | ".join("+" + _stat(m) if np.mean(m) >= 0 else _stat(m) for m in margins)
                  + " |")
+    # PPO's share of the action space's ceiling, per seed: its EM over the oracle's on the same questions.
+    ceilings = [float(np.mean(results[str(h)]["oracle"])) for h in args.hops]
+    lines.append("| PPO / oracle | " + " | ".join(_stat(list(np.divide(results[str(h)]["PPO"], c))) if c > 0 else "-"
+                                                for h, c in zip(args.hops, ceilings)) + " |")
     return "\n".join(lines)
 
 

@@ -2,7 +2,7 @@
 
 Prints, in one run (each part can be skipped with `--skip`):
 
-1. `step`: two trainers of the CPU preset's shape (`benchmarks.learners` preset `cpu`: SmolLM2-135M,
+1. `step`: two trainers of the CPU preset's shape (`agents.experiments.learners` preset `cpu`: SmolLM2-135M,
    2 questions x 4 rollouts of 1-hop synthetic questions, 64 tokens a turn, 256 an episode) start from the
    same cold-started weights and take the same seeded steps, alternately, so a shared machine's drift hits
    both alike. The old path re-prefills every turn's whole context with transformers' `DynamicCache` and
@@ -65,7 +65,7 @@ def _preset_config(out: Path, hops: tuple[int, ...] | None = None, max_response_
                    **changes):
     from agents.train import TrainConfig
     from agents.train.config import EnvConfig, OptimConfig, RolloutConfig
-    from benchmarks.learners import PRESETS
+    from agents.experiments.presets import PRESETS
 
     p = PRESETS["cpu"]
     rollout = {k: changes.pop(k) for k in ("reuse_kv", "max_batch_rows") if k in changes}
@@ -121,8 +121,8 @@ def bench_ranker(sizes: tuple[int, ...], threads: int | None, repeats: int = 2) 
     from agents.learners.cosearch_ranker import PolicyChatBackend
     from agents.models import load_model_and_tokenizer
     from agents.policies.hf import HFPolicy, HFPolicyConfig
-    from benchmarks.learners import PRESETS
-    from benchmarks.ranker_cold_start import held_out
+    from agents.experiments.presets import PRESETS
+    from agents.experiments.ranker_cold_start import held_out
     from searchgym.backends.gather import GatheringBackend, step_side_by_side
     from searchgym.rankers.llm import LLMRanker, LLMRankerConfig
 
@@ -239,7 +239,7 @@ def update_rss(setting: dict) -> dict:
     from agents.rollout.trajectory import Segment, Trajectory
     from agents.train.setup import adamw
     from agents.train.update import policy_gradient_step
-    from benchmarks.learners import PRESETS
+    from agents.experiments.presets import PRESETS
 
     tune_allocator(MMAP_THRESHOLD if setting.get("allocator") == "tuned" else None)
     p = PRESETS["cpu"]
@@ -332,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     if "step" not in args.skip:
         print("\n== 1. RL step of the CPU preset's shape: old path vs new, alternated", flush=True)
         shape = {"hops": tuple(args.hops) if args.hops else None, "max_response_tokens": args.max_response_tokens}
-        from benchmarks.learners import PRESETS
+        from agents.experiments.presets import PRESETS
 
         checkpointing = PRESETS["cpu"].gradient_checkpointing if args.checkpointing is None else args.checkpointing
         s = bench_step(args.steps, args.threads, {"micro_batch": args.micro_batch, "gradient_checkpointing": checkpointing}, **shape)

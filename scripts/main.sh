@@ -6,4 +6,4 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$root/scripts/setup.sh"
 cd "$root"
-exec python -m benchmarks.learners --preset cpu "$@"
+exec python -m agents.experiments.learners --preset cpu "$@"

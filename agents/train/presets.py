@@ -7,7 +7,7 @@ nor is the env: point `--env.id` / `--env.data-path` at the questions you train 
 The training settings follow the official CW-GRPO run on Qwen3-8B (verl, 4 GPUs): 32 questions x 4 rollouts
 a step, 200 steps, AdamW at 1e-6 with 57 warm-up steps (their ratio 0.285), micro-batches of one trajectory,
 up to 8,192 response tokens and 10 assistant turns, activation checkpointing, 3 documents a search.
-The layout is sized by `benchmarks.memory_plan`'s estimate (`python -m benchmarks.memory_plan --preset NAME`),
+The layout is sized by `agents.train.memory_plan`'s estimate (`python -m agents.train.memory_plan --preset NAME`),
 which the tests check: each preset's update fits an 80 GB GPU with room for the SGLang server that shares it.
 """
 
@@ -46,7 +46,7 @@ class TrainPreset:
     name: str
     summary: str
     shape: str
-    """The model's shape in `benchmarks.memory_plan.SHAPES`, for its memory estimate."""
+    """The model's shape in `agents.train.memory_plan.SHAPES`, for its memory estimate."""
     processes: int
     """Training processes (one per GPU) the layout is sized for: `torchrun --nproc_per_node` this many."""
     server_gb: float
@@ -77,7 +77,7 @@ class TrainPreset:
         if self.strategy == "fsdp2" and world_size < self.processes:
             raise ConfigError(
                 f"preset {self.name!r} shards the update over {self.processes} GPUs and this run has {world_size} process(es); launch "
-                f"with torchrun --nproc_per_node {self.processes}, or size another layout with python -m benchmarks.memory_plan")
+                f"with torchrun --nproc_per_node {self.processes}, or size another layout with python -m agents.train.memory_plan")
 
 
 PRESETS = {

@@ -31,10 +31,10 @@ import pytest
 pytest.importorskip("fastapi", reason="the retrieval server needs the server extra")
 pytest.importorskip("httpx", reason="the HTTP clients need httpx")
 
-from benchmarks.loadgen import RANK_BM25_SERVE, SERVE, ServerProcess
 from searchgym.envs import SearchQAEnv
 from searchgym.errors import RetrievalError, RetrievalTimeout
 from searchgym.retrieval import HTTPRetriever, HTTPRetrieverConfig
+from tools.loadgen import RANK_BM25_SERVE, SERVE, ServerProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,6 +1,6 @@
 """Bad input on every input surface ends in a normal outcome or a typed error, never a crash or a hang.
 
-The strategies and harnesses are `benchmarks.fuzz`'s (which runs them with many more examples and prints
+The strategies and harnesses are `tools.fuzz`'s (which runs them with many more examples and prints
 the counts); here each runs with few examples and hypothesis shrinks any crash to a small input.
 """
 
@@ -15,7 +15,7 @@ import time
 import pytest
 from hypothesis import given, settings
 
-from benchmarks import fuzz, fuzz_verdicts
+from tools import fuzz, fuzz_verdicts
 from searchgym.errors import ConfigError, DataError
 
 pytest.importorskip("fastapi")

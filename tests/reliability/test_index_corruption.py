@@ -1,11 +1,11 @@
 """Every kind of damage to an index folder is refused with a typed error naming the damaged file
-(`benchmarks.fuzz_index`, which runs the same kinds each in a child process and prints the counts)."""
+(`tools.fuzz_index`, which runs the same kinds each in a child process and prints the counts)."""
 
 from __future__ import annotations
 
 import pytest
 
-from benchmarks import fuzz_index
+from tools import fuzz_index
 
 pytest.importorskip("faiss")
 

@@ -11,8 +11,8 @@ import pytest
 
 pytest.importorskip("fastapi", reason="the retrieval server needs the server extra")
 
-from benchmarks.load import OVERSIZED, run_load, synthetic_corpus
-from benchmarks.loadgen import RANK_BM25_SERVE
+from benchmarks.load import OVERSIZED, run_load
+from tools.loadgen import RANK_BM25_SERVE, synthetic_corpus
 
 RSS_NOISE_MIB = 16.0
 """Growth between two rounds that is allocator noise, not a leak (a leak grows with every round)."""
@@ -41,9 +41,9 @@ def test_64_clients_two_rounds(tmp_path):
 
 @pytest.mark.slow
 def test_env_steps_ride_out_a_sigkill_of_the_retriever_process():
-    """`benchmarks.restart` at a small size: clients with default `HTTPRetriever` settings lose no step
+    """`tools.restart` at a small size: clients with default `HTTPRetriever` settings lose no step
     while `searchgym serve` replaces its SIGKILLed retriever process, and the server said 503, not 500."""
-    from benchmarks import restart
+    from tools import restart
 
     r = restart.run(clients=8, before_s=1.0, after_s=1.0, entities=200, kills=1)
     print(r)
@@ -53,9 +53,9 @@ def test_env_steps_ride_out_a_sigkill_of_the_retriever_process():
 
 
 def test_slow_and_idle_clients_are_all_closed_within_the_deadlines():
-    """`benchmarks.slowclients` at a small size against short deadlines: every kind of slow socket is
+    """`tools.slowclients` at a small size against short deadlines: every kind of slow socket is
     closed (408 where a request had begun), sockets past the limit get 503, none is left open."""
-    from benchmarks import slowclients
+    from tools import slowclients
     from searchgym.corpus import Corpus
     from searchgym.retrieval import BM25Retriever
     from searchgym.retrieval.server import BackgroundServer, ServerConfig

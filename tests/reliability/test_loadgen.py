@@ -1,4 +1,4 @@
-"""The benchmarks' load generator counts every bad answer and never hangs: answers are checked in full the
+"""The load generator (`tools.loadgen`) counts every bad answer and never hangs: answers are checked in full the
 first time, byte for byte afterwards, and a connection that fails or stalls is replaced."""
 
 import json
@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from benchmarks.loadgen import free_port, load_test
+from tools.loadgen import free_port, load_test
 
 GOOD = {"result": [[{"document": {"id": "d1", "contents": '"Rome"\nRome.'}, "score": 1.5}]]}
 

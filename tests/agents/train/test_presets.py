@@ -7,8 +7,8 @@ import pytest
 from agents.cli import build_parser
 from agents.cli.train import config_from_args
 from agents.train.presets import PRESETS, PROMPT_TOKENS, get_preset
-from benchmarks.memory_plan import main as memory_plan_main
-from benchmarks.memory_plan import preset_estimate
+from agents.train.memory_plan import main as memory_plan_main
+from agents.train.memory_plan import preset_estimate
 from searchgym.errors import ConfigError
 
 

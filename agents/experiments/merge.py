@@ -1,0 +1,101 @@
+"""Joining runs of one preset (`--merge`), and pairing a run from a shared start policy against the
+evaluation of the run that made it (`--start-results`): seeds or learners trained as separate processes
+become one report, as long as they share the setting, the start policy and its evaluation env.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from agents.experiments.presets import WHAT_DIFFERS, preset_fields
+from searchgym.errors import ConfigError
+
+
+def start_evaluation(results_json: Path, start_model: Path, eval_samples: int = 0, temperature: float = 1.0) -> dict:
+    """The fingerprint and start evaluation (and base, if any) of the seed of `results_json` that made and
+    evaluated `start_model`, to pair a later run from that policy against them. A later run with Avg@k
+    (`eval_samples` >= 2) must sample at the temperature the start's Avg@k was sampled at."""
+    run = json.loads(results_json.read_text())
+    results = evaluated_starts(run.get("results", {}).values()).get(str(start_model.resolve()))
+    if results is None:
+        raise ConfigError(f"{results_json}: no seed there made and evaluated {start_model}")
+    made_at = preset_fields(run.get("preset", {}))["temperature"]
+    if eval_samples >= 2 and "eval_avg_em" in results["start"] and made_at != temperature:
+        raise ConfigError(f"{results_json}: the start's Avg@k was sampled at temperature {made_at:g}, this run samples at "
+                          f"{temperature:g}; their Avg@k would not pair (leave out --eval-samples, or use the start's temperature)")
+    return {k: results[k] for k in ("fingerprint", "base", "start") if k in results}
+
+
+def evaluated_starts(seed_results) -> dict[str, dict]:
+    """The seeds' results that evaluated their start policy, by the policy's resolved folder."""
+    return {str(Path(r["start"]["model"]).resolve()): r for r in seed_results if "eval" in r.get("start", {})}
+
+
+NOT_A_SETTING = ("steps", "seeds", "learners", "workers", "eval_base", "learner_options", "micro_batch", "gradient_checkpointing")
+"""Preset fields two runs may differ in and still merge: the defaults a run's own flags replace (its RL step
+count is compared as the run's `steps`), how many processes trained it (the same results, tested), whether
+the released model was evaluated, the learners' options (compared learner by learner), and how the update
+holds its memory (micro-batch, activation checkpointing: the same gradient up to float rounding, tested)."""
+
+
+def merge_results(paths: list[Path]) -> tuple[dict, dict[int, dict]]:
+    """The per-seed results of several runs of one preset (e.g. seeds, or learners, run side by side as
+    separate processes), as one run's. Runs of one seed combine when their learners differ and they share
+    the start policy and its evaluation env, so learners trained apart are paired question by question. A
+    learner may run with its own `--learner-option`s, the same in every run that trains it. A seed that
+    started from a shared start policy without evaluating it (`--start-model`) takes the start evaluation of
+    the seed that made that policy: the same weights, the same world and questions (its fingerprint must
+    match), so the same greedy evaluation."""
+    runs = [json.loads(Path(p).read_text()) for p in paths]
+    for run in runs:
+        run["preset"] = preset_fields(run["preset"])
+
+    def setting(run: dict) -> dict:
+        return {"preset": {k: v for k, v in run["preset"].items() if k not in NOT_A_SETTING}, "steps": run.get("steps")}
+
+    head = setting(runs[0])
+    options: dict[str, tuple[dict, Path]] = {}
+    per_seed: dict[int, dict] = {}
+    for path, run in zip(paths, runs):
+        if setting(run) != head:
+            raise ConfigError(f"{path}: another preset or step count than {paths[0]}; only runs of one setting merge")
+        for name in sorted({n for r in run["results"].values() for n in r if n in WHAT_DIFFERS}):
+            own = run["preset"]["learner_options"].get(name, {})
+            first, where = options.setdefault(name, (own, path))
+            if own != first:
+                raise ConfigError(f"{path}: {name} ran with options {own or 'none'}, in {where} with {first or 'none'}; "
+                                  "only one setting of a learner merges")
+        for seed, results in run["results"].items():
+            seen = per_seed.get(int(seed))
+            if seen is None:
+                per_seed[int(seed)] = results
+                continue
+            both = sorted(n for n in results if n in WHAT_DIFFERS and n in seen)
+            if both:
+                raise ConfigError(f"{path}: seed {seed} is in two of the runs to merge, with {', '.join(both)} in both")
+            if (Path(seen["start"]["model"]).resolve() != Path(results["start"]["model"]).resolve()
+                    or seen.get("fingerprint") != results.get("fingerprint")):
+                raise ConfigError(f"{path}: seed {seed} there started from another policy or was evaluated on another env than "
+                                  "in the runs before it; its learners cannot be paired with theirs")
+            seen.update({n: results[n] for n in results if n in WHAT_DIFFERS})
+            if "eval" not in seen["start"] and "eval" in results["start"]:
+                seen["start"] = results["start"]
+                if "base" in results:
+                    seen["base"] = results["base"]
+    head["preset"]["learner_options"] = {name: own for name, (own, _) in options.items() if own}
+    evaluated = evaluated_starts(per_seed.values())
+    for seed, results in per_seed.items():
+        if "eval" in results["start"]:
+            continue
+        source = evaluated.get(str(Path(results["start"]["model"]).resolve()))
+        if source is None:
+            raise ConfigError(f"seed {seed} started from {results['start']['model']}, which no merged run evaluated; add the run that made it")
+        if source.get("fingerprint") != results.get("fingerprint"):
+            raise ConfigError(f"seed {seed} was evaluated on another env than the start policy it shares; its results cannot be paired")
+        results["start"] = source["start"]
+        if "base" in source:
+            results["base"] = source["base"]
+    return head, dict(sorted(per_seed.items()))
+
+

@@ -1,0 +1,175 @@
+"""The reference comparison's named settings (`Preset`, `PRESETS`), the learners it trains, and the
+`--learner-option` settings a run gives them.
+
+`python -m agents.experiments.learners --preset NAME` runs one (docs/learners.md); `merge.merge_results`
+reads the presets stored in earlier runs' `results.json` back through `preset_fields`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import MISSING, dataclass, field, fields
+
+from searchgym.errors import ConfigError
+
+SFT = "sft"
+"""The supervised control: no RL; the start policy's cold start goes on for as many steps as the learners' RL."""
+
+WHAT_DIFFERS = {
+    "grpo": "outcome reward (EM), one advantage per trajectory for every token",
+    "cw-grpo": "same reward; the advantage is moved between search rounds by the GoldJudge's contribution labels (alpha=inf)",
+    "e-grpo": "wrong answers earn 0.3 x their group-normalized gold-entity match rate; over-long rollouts leave the loss",
+    "cosearch": "the agent trains with GRPO while a second model reranks 5 candidates per search, trained on clustered calls (Eq. 6)",
+    SFT: "no RL (a control): the cold start's supervised steps on oracle trajectories go on for as many steps as RL runs, "
+         "with the cold start's batch and learning rate, on the next questions of its stream",
+}
+RL_LEARNERS = tuple(n for n in WHAT_DIFFERS if n != SFT)
+"""What a run trains when neither `--learners` nor the preset names any: the four reference learners."""
+
+
+# The CPU preset's prompt: the same tags and contract as Search-R1's instruction in a third of the tokens.
+# On 2 cores prompt tokens dominate the step (each turn re-reads the whole context), so the preset spends
+# its budget on rollouts instead of on the instruction.
+SHORT_TEMPLATE = (
+    "Answer the question. Think inside <think> </think>. To search, write <search> query </search>; results "
+    "come back inside <information> </information>. Give the final answer inside <answer> </answer>.\n"
+    "Question: {question}\n"
+)
+
+
+@dataclass(frozen=True)
+class Preset:
+    """One named setting of the reference comparison: the model, the synthetic world, the cold start, the RL
+    budget (steps x questions x group), the evaluation, and how the run computes (backend, device, workers)."""
+
+    model: str
+    num_entities: int
+    hops: tuple[int, ...]
+    cold_start_steps: int
+    steps: int
+    questions: int
+    group: int
+    eval_questions: int
+    max_turn_tokens: int
+    max_response_tokens: int
+    top_k: int
+    lr: float
+    template: str | None = None
+    """None: Search-R1's instruction."""
+    rollout_backend: str = "hf"
+    """`hf` samples in the training process; `sglang` on `servers` SGLang servers (`RolloutConfig.backend`)."""
+    servers: int = 0
+    """SGLang servers the preset expects, by default at http://127.0.0.1:30000, :30001, ... (`--sglang-urls`)."""
+    weight_sync: str = "disk"
+    device: str = "cpu"
+    """Where the update runs."""
+    gradient_checkpointing: bool = False
+    """Recompute activations in the update's backward pass (`OptimConfig.gradient_checkpointing`)."""
+    max_batch_rows: int = 64
+    """Rows the in-process policy decodes together (`RolloutConfig.max_batch_rows`)."""
+    micro_batch: int = 4
+    """Rows per forward and backward pass of the updates and the cold start (`OptimConfig.micro_batch`): fewer
+    rows hold less memory and give the same gradient up to float rounding (tested), like
+    `gradient_checkpointing`; both are how a run computes, not what it learns, so runs that differ in them merge."""
+    max_turns: int = 3
+    """Env turns per episode (`EnvConfig.max_turns`): a k-hop question needs k searches and an answer."""
+    temperature: float = 1.0
+    """The rollouts' sampling temperature (`RolloutConfig.temperature`): RL samples its groups at it, and Avg@k
+    samples at it (the sampling policy RL trains). Part of the setting: runs at other temperatures do not merge."""
+    eval_samples: int = 0
+    """k >= 2 also reports Avg@k (mean EM of k sampled rollouts per eval question, as CW-GRPO reports); it
+    costs k more rollouts per question than the greedy evaluation."""
+    eval_base: bool = True
+    """Also evaluate the model as released (the base policy) before its cold start."""
+    learners: tuple[str, ...] | None = None
+    """The learners a run of the preset trains by default (None: all four)."""
+    learner_options: dict[str, dict] = field(default_factory=dict)
+    """Options of a learner's config that differ from its defaults, by learner (`{"cw-grpo": {"kl_coef": 0.0}}`;
+    `--learner-option cw-grpo.kl_coef=0`): part of the setting, so runs that differ in them do not merge."""
+    seeds: tuple[int, ...] = (0,)
+    """The seeds a run of the preset uses by default."""
+    world_seed: int | None = None
+    """The synthetic world's seed (`EnvConfig.world_seed`); None: each seed builds its own world."""
+    workers: int = 1
+    """Learners trained side by side, each in its own process with 1/`workers` of the threads: on a small CPU
+    two one-thread processes get more done than one two-thread process (small matmuls scale poorly)."""
+    shared_start: bool = False
+    """Cold-start and evaluate the start policy once, under the first seed, and start every seed's learners
+    from it: seeds then differ only in RL (question order, sampling). Needs a fixed `world_seed`, so that
+    every seed evaluates on the same questions."""
+
+    def __post_init__(self) -> None:
+        for name in ("workers", "micro_batch"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"Preset.{name} must be >= 1, got {getattr(self, name)}")
+        if self.shared_start and self.world_seed is None:
+            raise ConfigError("Preset.shared_start needs a fixed world_seed: every seed must evaluate on the start policy's questions")
+
+
+PRESETS = {
+    # Sized for 2 CPU cores and ~15 minutes per seed: few, small steps; the table reports what that budget buys.
+    # 1- and 2-hop questions: a 2-hop episode has two search rounds, where CW-GRPO's credit differs from GRPO's;
+    # 512 response tokens let a 2-hop episode reach its answer (two documents of ~110 tokens each).
+    # lr 1e-5: at 2e-6 three updates left every learner sampling token-identical rollouts (same seed).
+    # No activation checkpointing: it lowers the update's peak memory but made the update 25-40% slower here,
+    # and the machine has the memory. 64 rows: sampled tok/s still rises from batch 8 to 32 (79 -> 141 tok/s),
+    # so a step's 8 rows and an eval's 20 go in one chunk (`python -m benchmarks.step`, docs/learners.md
+    # "Speed and memory on CPU").
+    # Two learner processes at one thread each (COSEARCH, the longest, in one; the other three in turn in the
+    # other) instead of one process at two threads. 2 RL steps and no evaluation of the released model
+    # (`--eval-base` does it, ~40 s; it scored 0.000 on these questions in every run): with 3 steps and that
+    # evaluation the job took 15.3-15.7 minutes on 2 idle cores, over its 15.
+    "cpu": Preset("smollm2-135m", 1000, (1, 2), 8, 2, 2, 4, 20, 64, 512, 1, 1e-5, SHORT_TEMPLATE, gradient_checkpointing=False,
+                  max_batch_rows=64, max_turns=4, workers=2, eval_base=False),
+    # The learning check: 2-hop questions (two search rounds that differ in contribution), a short cold start
+    # that leaves room to improve (8 steps: greedy test EM 0.68 on 60 questions, with 512 response tokens;
+    # 320 cut most episodes before their answer), 200 held-out questions, three RL seeds from one shared
+    # start in one world (docs/learners.md, "The learning check"). RL: 10 steps x 4 questions x 8 rollouts at
+    # lr 1e-5 (GRPO +0.043 EM over the start on every seed); 6 x 2 x 8 at 2e-5 moved EM by +0.015/-0.240/+0.010.
+    "cpu-learn": Preset("smollm2-135m", 1000, (2,), 8, 10, 4, 8, 200, 64, 512, 1, 1e-5, SHORT_TEMPLATE, max_turns=4,
+                        eval_base=False, seeds=(0, 1, 2), world_seed=0, shared_start=True),
+    # A random 2-layer model: checks the whole pipeline in seconds (the tests run it); learns nothing.
+    "tiny": Preset("tiny", 300, (1,), 1, 1, 2, 2, 4, 16, 64, 1, 1e-4, SHORT_TEMPLATE),
+    # One 80 GB GPU shared by an SGLang server and the update (documented in docs/learners.md with its
+    # estimated run time; not run in CI): weights reach the server as CUDA tensors after every update.
+    "gpu": Preset("Qwen/Qwen2.5-0.5B-Instruct", 10000, (1, 2), 50, 200, 16, 8, 500, 256, 2048, 3, 1e-6,
+                  rollout_backend="sglang", servers=1, weight_sync="tensors", device="cuda"),
+}
+
+def preset_fields(stored: dict) -> dict:
+    """A preset as a `results.json` stored it, with each field added to `Preset` since then at its default
+    (e.g. `temperature` 1.0, at which every earlier run sampled)."""
+    return {**{f.name: f.default if f.default_factory is MISSING else f.default_factory() for f in fields(Preset)
+               if f.default is not MISSING or f.default_factory is not MISSING}, **stored}
+
+
+def parse_learner_options(items: list[str], base: dict[str, dict] | None = None) -> dict[str, dict]:
+    """`["cw-grpo.kl_coef=0", ...]` -> `{"cw-grpo": {"kl_coef": 0}}` on top of `base`, each option checked
+    against its learner's config (a field it has, a value it accepts)."""
+    from agents.learners.registry import get_learner
+
+    out = {name: dict(opts) for name, opts in (base or {}).items()}
+    for item in items:
+        key, sep, text = item.partition("=")
+        learner, dot, option = key.partition(".")
+        if not (sep and dot and option):
+            raise ConfigError(f"--learner-option takes LEARNER.OPTION=VALUE (e.g. cw-grpo.kl_coef=0), got {item!r}")
+        if learner not in RL_LEARNERS:
+            raise ConfigError(f"--learner-option {item!r}: no learner {learner!r} with options; learners: {', '.join(RL_LEARNERS)}")
+        config = get_learner(learner).config
+        names = [f.name for f in fields(config)]
+        if option not in names:
+            raise ConfigError(f"--learner-option {item!r}: {learner} has no option {option!r}; its options: {', '.join(names)}")
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            try:
+                value = float(text)  # inf, nan
+            except ValueError:
+                value = text
+        out.setdefault(learner, {})[option] = value
+    for learner, options in out.items():
+        get_learner(learner).config(**options)  # the config's own checks, before any model loads
+    return out
+
+

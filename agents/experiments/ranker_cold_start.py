@@ -1,0 +1,131 @@
+"""COSEARCH's ranker before and after its supervised cold start on oracle reranks.
+
+Loads the ranker's model (SmolLM2-135M by default, as `CoSearchConfig` uses the agent's model), asks it for
+held-out ranker requests (the oracle searches of the synthetic world's test split, N = `ranker_candidates`
+retrieved candidates each, k = `--top-k`), trains it with `agents.learners.ranker_sft` on the train split's
+oracle reranks with `CoSearchConfig`'s cold-start settings, and asks again after each count in `--steps`.
+At each point it prints, at the ranker's sampling temperature (`ranker_temperature`, 1.0) and greedy: the
+strict valid rate (`parse_rerank(strict=True)`, the official validator), answer-bearing Hit@1 of the shown
+order against the retriever's order (over the requests whose candidates hold an answer), and useful@1 (the
+first shown candidate is a gold passage or an answer holder, over all requests). The held-out sub-queries
+are the oracle's searches (`--queries oracle`: what the cold start trains on, where BM25 already puts a
+useful candidate first) or each question itself (`--queries question`).
+
+    python -m agents.experiments.ranker_cold_start --steps 10 20 40 --requests 50
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from agents.learners import CoSearchConfig
+
+TEMPERATURES = (("T=1.0", None), ("greedy", 0.0))
+
+
+def held_out(env, count: int, candidates: int, question_as_query: bool):
+    """The first `count` oracle reranks of `env`'s questions, in question order."""
+    from agents.learners.ranker_sft import oracle_reranks
+
+    out = []
+    for index in range(len(env.unwrapped.records)):
+        out.extend(oracle_reranks(env, index, candidates=candidates, question_as_query=question_as_query))
+        if len(out) >= count:
+            return out[:count]
+    raise SystemExit(f"the test split holds only {len(out)} oracle searches; ask fewer --requests or more --test-questions")
+
+
+def measure(backend, ranker, reranks, config: CoSearchConfig, label: str, started: float, show: int = 0,
+            temperatures=TEMPERATURES) -> None:
+    from agents.learners.ranker_sft import rerank_quality
+
+    for name, temperature in temperatures:
+        backend.temperature = config.ranker_temperature if temperature is None else temperature
+        m = rerank_quality(ranker, reranks, config.hit_ks)
+        for _, raw in list(backend.log)[:show]:
+            print(f"{'':>24} output: {raw!r}", flush=True)
+        backend.clear()
+        hit = (f"Hit@1 {m['ranker/hit@1']:.2f} (retriever {m['ranker/retriever_hit@1']:.2f}, {m['ranker/answerable_calls']:.0f} answerable)"
+               if "ranker/hit@1" in m else "no answerable request")
+        kept = f"  kept order {m['ranker/kept_order_rate']:.2f}" if "ranker/kept_order_rate" in m else ""
+        print(f"{label:>16} {name:>6}: valid {m['ranker/valid_rate']:.2f}  {hit}  useful@1 {m['ranker/useful@1']:.2f} "
+              f"(retriever {m['ranker/retriever_useful@1']:.2f}){kept}  [{time.perf_counter() - started:.0f} s]", flush=True)
+        errors = {k.removeprefix("ranker/error_"): v for k, v in m.items() if k.startswith("ranker/error_")}
+        if errors:
+            print(f"{'':>24} invalid: " + ", ".join(f"{k} {v:.2f}" for k, v in errors.items()), flush=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    defaults = CoSearchConfig()
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--steps", type=int, nargs="+", default=[defaults.ranker_cold_start_steps],
+                   help="supervised step counts to measure after (one run of the last; greedy only after the last)")
+    p.add_argument("--requests", type=int, default=50, help="held-out ranker requests (test split)")
+    p.add_argument("--queries", choices=("oracle", "question"), default="oracle",
+                   help="held-out sub-queries: the oracle's searches, or each question itself (the retriever's first "
+                        "candidate is then often not useful, so Hit@1 can rise)")
+    p.add_argument("--model", default="smollm2-135m")
+    p.add_argument("--batch", type=int, default=defaults.ranker_cold_start_batch)
+    p.add_argument("--lr", type=float, default=defaults.ranker_cold_start_lr)
+    p.add_argument("--top-k", type=int, default=2, help="documents the ranker chooses (EnvConfig.top_k's default)")
+    p.add_argument("--hops", type=int, nargs="+", default=[1, 2, 3])
+    p.add_argument("--num-entities", type=int, default=1000)
+    p.add_argument("--train-questions", type=int, default=200)
+    p.add_argument("--test-questions", type=int, default=100)
+    p.add_argument("--micro-batch", type=int, default=4)
+    p.add_argument("--shuffle", action="store_true", help="train on candidates shown in a seeded random order "
+                   "(CoSearchConfig.ranker_cold_start_shuffle); the held-out requests keep the retriever's order, as the env shows them")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--show", type=int, default=0, help="print this many raw ranker outputs at each measurement")
+    p.add_argument("--threads", type=int, default=None, help="torch threads (default: the physical cores)")
+    args = p.parse_args(argv)
+    if sorted(set(args.steps)) != args.steps or args.steps[0] < 1:
+        p.error("--steps must be positive and increasing")
+
+    import gymnasium as gym
+
+    import searchgym  # noqa: F401  (registers the env ids)
+    from agents.learners.cosearch_ranker import PolicyChatBackend
+    from agents.learners.ranker_sft import supervised_ranker_steps
+    from agents.policies.hf import HFPolicy, HFPolicyConfig
+    from agents.train.setup import load_model, seed_everything
+    from agents.train.sft import sft_step
+    from searchgym.rankers.llm import LLMRanker, LLMRankerConfig
+    from searchgym.threads import set_threads
+
+    set_threads(args.threads)
+    seed_everything(args.seed)
+    config = CoSearchConfig(ranker_cold_start_batch=args.batch, ranker_cold_start_lr=args.lr)
+    started = time.perf_counter()
+    world = dict(num_entities=args.num_entities, hops=tuple(args.hops), top_k=args.top_k, seed=args.seed)
+    train_env = gym.make("SearchQA-Synthetic-v0", split="train", num_questions=args.train_questions, **world)
+    test_env = gym.make("SearchQA-Synthetic-v0", split="test", num_questions=args.test_questions, **world)
+    reranks = held_out(test_env, args.requests, config.ranker_candidates, args.queries == "question")
+    model, tokenizer = load_model(args.model, args.seed + 1)
+    model.train()
+    policy = HFPolicy(model, tokenizer, config=HFPolicyConfig(seed=args.seed + 1))
+    backend = PolicyChatBackend(policy, temperature=config.ranker_temperature, max_tokens=config.ranker_max_tokens, seed=args.seed)
+    ranker = LLMRanker(backend, LLMRankerConfig(max_doc_chars=config.ranker_max_doc_chars, max_tokens=config.ranker_max_tokens,
+                                                temperature=config.ranker_temperature))
+    print(f"{args.model} ranker, {len(reranks)} held-out requests ({args.queries} queries, {args.hops} hops, N={config.ranker_candidates}, k={args.top_k}), "
+          f"cold start: batch {args.batch}, lr {args.lr:g}{', shuffled candidates' if args.shuffle else ''}", flush=True)
+    measure(backend, ranker, reranks, config, "before", started, args.show)
+
+    def after(step: int, loss: float) -> None:
+        if step in args.steps:
+            print(f"{'':>16} step {step}: NLL {loss:.3f}", flush=True)
+            policy.mark_updated()
+            # Greedy at the last count only: each measurement costs a generation over every request.
+            measure(backend, ranker, reranks, config, f"after {step} steps", started, args.show,
+                    TEMPERATURES if step == args.steps[-1] else TEMPERATURES[:1])
+
+    # One run of the last count, measured on the way: the weights at step s are those of a cold start of s
+    # steps (one optimizer without a schedule, one seeded stream of examples; measuring trains nothing).
+    supervised_ranker_steps(model, tokenizer, train_env, ranker.messages, steps=args.steps[-1], batch=args.batch, lr=args.lr,
+                            candidates=config.ranker_candidates, max_tokens=config.ranker_max_tokens, seed=args.seed,
+                            micro_batch=args.micro_batch, max_grad_norm=1.0, sft_step=sft_step, on_step=after, shuffle=args.shuffle)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,59 @@
+"""Reading back what an earlier run of the same command finished (`--resume`): each run's setting, kept
+beside it, decides whether its results and checkpoints may be reused.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from agents.train import TrainConfig
+from searchgym.errors import ConfigError
+
+
+def write_json(path: Path, value) -> None:
+    """`path` holds all of `value` or what it held before: a run killed mid-write leaves no half file to resume from."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(value, indent=1))
+    os.replace(tmp, path)
+
+
+RESUME_FREE = ("threads", "resume", "checkpoint_every", "optim.micro_batch", "optim.gradient_checkpointing")
+"""`TrainConfig` fields a resumed learner may change: how many threads compute it, whether it checkpoints and
+how its update holds its memory do not change what it learns (the last two change float rounding, so a resume
+is bit-exact only with the same ones)."""
+
+
+RL_ONLY = ("steps", "questions_per_step", "learner", "learner_name", "optim.lr", "optim.warmup_steps", "rollout.group_size")
+"""Fields of the cold start's `TrainConfig` that only its RL steps would read: a start policy is reused by
+`--resume` whatever they are."""
+
+
+def run_setting(config: TrainConfig, leave_out: tuple[str, ...] = ()) -> dict:
+    """What a run's result depends on: its config, flattened (`optim.lr`), without `RESUME_FREE` and `leave_out`."""
+    from agents.experiments.fingerprint import flatten
+    from agents.train.setup import jsonable_config
+
+    dropped = RESUME_FREE + leave_out
+    return {k: v for k, v in flatten(jsonable_config(config)).items() if not any(k == d or k.startswith(d + ".") for d in dropped)}
+
+
+def check_same_setting(path: Path, setting: dict, learner: str) -> None:
+    """Refuse to resume a run whose earlier run (its `setting.json`) had another setting."""
+    if not path.is_file():
+        return
+    before, now = json.loads(path.read_text()), setting
+    differ = sorted(k for k in {**before, **now} if before.get(k) != now.get(k))
+    if differ:
+        raise ConfigError(f"[{learner}] --resume found an earlier run in {path.parent} with another setting ({', '.join(differ)} differ): "
+                          "give another --out, or delete that folder to start it again")
+
+
+def logged_history(path: Path) -> list[dict[str, float]]:
+    """The RL steps' lines of a run's `metrics.jsonl` (step 0, the cold start's line, left out): what
+    `Trainer.run` returns for a run from step 0 to its end."""
+    return [m for m in map(json.loads, path.read_text().splitlines()) if m.get("step", 0) >= 1]
+
+

@@ -1,1 +1,0 @@
-"""Agents to benchmark with `python -m benchmarks.compare` (docs/benchmark-your-agent.md)."""
