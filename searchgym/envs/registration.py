@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 from gymnasium.envs.registration import register, registry
 
 _BENCHMARKS = {
@@ -32,5 +34,10 @@ def register_envs() -> None:
 def _register(env_id: str, entry_point: str, kwargs: dict) -> None:
     if env_id in registry:
         return
+    from searchgym.vector import make_vector_env
+
     # The env truncates at max_turns itself; a TimeLimit wrapper would duplicate that, so none is added.
-    register(id=env_id, entry_point=entry_point, kwargs=kwargs, disable_env_checker=False)
+    # `gym.make_vec(env_id)` builds a `SearchQAVectorEnv` (one retrieval call per step for all its envs);
+    # vectorization_mode="sync" or "async" still gives Gymnasium's own.
+    register(id=env_id, entry_point=entry_point, kwargs=kwargs, disable_env_checker=False,
+             vector_entry_point=functools.partial(make_vector_env, env_id))
