@@ -4,7 +4,9 @@
 by the env's position answers with the gold answer, acts invalidly, searches a gold entity, or guesses)
 plays each env's episode, and an env whose episode ended is reset at its next step (Gymnasium's NEXT_STEP autoreset),
 so both sides make exactly the same resets and steps. Each of `--steps` steps of the run is timed on its own,
-the agent's choice of actions outside the timer:
+the agent's choice of actions outside the timer. With `--group-size G` the envs come in groups of G on one
+question (a GRPO group: the same seed, so the same questions after every reset too), whose identical
+searches the vector env sends once:
 
 - `plain loop`: 64 envs from `gym.make`, each with its own retriever, stepped one after another
   (`env.step(action)`, or `env.reset()` for an ended one): what a trainer without a vector env does;
@@ -18,7 +20,8 @@ passages, or with `--server` a Search-R1 retrieval server started here on loopba
 own process), which every env reaches over HTTP: one request per search for the plain loop, one per step
 for the vector env.
 
-    python -m benchmarks.vector_env [--envs 64] [--steps 24] [--repeats 5] [--num-entities 2000] [--server]
+    python -m benchmarks.vector_env [--envs 64] [--steps 24] [--repeats 5] [--num-entities 2000] [--group-size 1]
+                                    [--server] [--clock cpu|wall]
 """
 
 from __future__ import annotations
@@ -89,11 +92,16 @@ def _actions(envs, turns) -> list[str]:
     return out
 
 
-def run_plain(envs, steps: int, seed: int) -> float:
+def _seeds(n: int, seed: int, group: int) -> list[int]:
+    """Env i's reset seed: envs of one group share it, so they play the same questions (a GRPO group)."""
+    return [seed + i // group for i in range(n)]
+
+
+def run_plain(envs, steps: int, seed: int, group: int = 1) -> float:
     """Seconds the plain loop spends in `reset`/`step` over `steps` steps of every env."""
     bases = [e.unwrapped for e in envs]
-    for i, e in enumerate(envs):
-        e.reset(seed=seed + i)
+    for e, s in zip(envs, _seeds(len(envs), seed, group)):
+        e.reset(seed=s)
     turns, spent = [0] * len(envs), 0.0
     for _ in range(steps):
         actions = _actions(bases, turns)
@@ -107,8 +115,8 @@ def run_plain(envs, steps: int, seed: int) -> float:
     return spent
 
 
-def run_vector(venv: SearchQAVectorEnv, steps: int, seed: int) -> float:
-    venv.reset(seed=seed)
+def run_vector(venv: SearchQAVectorEnv, steps: int, seed: int, group: int = 1) -> float:
+    venv.reset(seed=_seeds(venv.num_envs, seed, group))
     turns, spent = [0] * venv.num_envs, 0.0
     for _ in range(steps):
         actions = _actions(venv.envs, turns)
@@ -155,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=24, help="steps of every env per round (about 8 episodes each)")
     parser.add_argument("--repeats", type=int, default=5, help="rounds; each runs every side once")
     parser.add_argument("--num-entities", type=int, default=2000)
+    parser.add_argument("--group-size", type=int, default=1,
+                        help="envs per question (a GRPO group): a group's first searches are the same query, sent once")
     parser.add_argument("--server", action="store_true", help="retrieve from a Search-R1 server on loopback")
     parser.add_argument("--clock", choices=["cpu", "wall"], default="cpu", help="this thread's CPU time or wall time")
     args = parser.parse_args(argv)
@@ -178,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
         bar.update()
         vector_counter = CountingRetriever(plain_counter.inner)
         sides = {
-            "plain loop": lambda seed: run_plain(plain, args.steps, seed),
+            "plain loop": lambda seed: run_plain(plain, args.steps, seed, args.group_size),
             "vector (list)": _vector_side(args, kw, vector_counter, "list"),
             "vector (dict)": _vector_side(args, kw, vector_counter, "dict"),
         }
@@ -193,7 +203,8 @@ def main(argv: list[str] | None = None) -> int:
     plain_calls = sum(e.unwrapped.retriever.calls for e in plain)
     retriever = "Search-R1 server on loopback (HTTP)" if args.server else "in-process BM25 (bm25s)"
     clock = "wall time" if CLOCK is time.perf_counter else "CPU time of this thread"
-    print(f"{args.envs} episodes in flight, {args.steps} steps each per round, {args.repeats} rounds; "
+    groups = f" in groups of {args.group_size} on one question" if args.group_size > 1 else ""
+    print(f"{args.envs} episodes in flight{groups}, {args.steps} steps each per round, {args.repeats} rounds; "
           f"synthetic world of {args.num_entities} entities; retriever: {retriever}; timed by {clock}")
     print("| side | env steps/s (median) | vector / plain (median of rounds) |")
     print("| --- | --- | --- |")
@@ -207,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _vector_side(args, kw, counter, info_format):
     venv = SearchQAVectorEnv([gym.make(ENV_ID, retriever=counter, **kw) for _ in range(args.envs)], info_format=info_format)
-    return lambda seed: run_vector(venv, args.steps, seed)
+    return lambda seed: run_vector(venv, args.steps, seed, args.group_size)
 
 
 def _rounds(sides, args) -> dict[str, list[float]]:

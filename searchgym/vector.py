@@ -235,29 +235,30 @@ def merge_infos(infos: Sequence[dict[str, Any] | None], num_envs: int) -> dict[s
     out: dict[str, Any] = {}
     keys = dict.fromkeys(k for info in infos if info is not None for k in info)
     for key in keys:
-        present = [(i, info[key]) for i, info in enumerate(infos) if info is not None and key in info]
-        if key != "final_obs" and any(isinstance(v, dict) for _, v in present) and \
-                all(isinstance(v, dict) or v is None for _, v in present):
+        rows = [i for i, info in enumerate(infos) if info is not None and key in info]
+        values = [infos[i][key] for i in rows]  # type: ignore[index]
+        kinds = {type(v) for v in values}
+        mask = np.zeros(num_envs, dtype=np.bool_)
+        if key != "final_obs" and dict in kinds and kinds <= {dict, type(None)}:
             sub: list[dict[str, Any] | None] = [None] * num_envs
-            mask = np.zeros(num_envs, dtype=np.bool_)
-            for i, v in present:
+            for i, v in zip(rows, values):
                 if v is not None:
                     sub[i], mask[i] = v, True
             out[key], out[f"_{key}"] = merge_infos(sub, num_envs), mask
             continue
-        out[key] = _leaf_array([v for _, v in present], [i for i, _ in present], num_envs, key == "final_obs")
-        mask = np.zeros(num_envs, dtype=np.bool_)
-        mask[[i for i, _ in present]] = True
+        out[key] = _leaf_array(values, rows, num_envs, kinds, key == "final_obs")
+        mask[rows] = True
         out[f"_{key}"] = mask
     return out
 
 
-def _leaf_array(values: list[Any], rows: list[int], num_envs: int, objects: bool) -> np.ndarray:
-    kind = type(values[0])
-    uniform = all(type(v) is kind for v in values)
-    if not objects and uniform and (kind in (int, float, bool) or issubclass(kind, np.number)):
+def _leaf_array(values: list[Any], rows: list[int], num_envs: int, kinds: set[type], objects: bool) -> np.ndarray:
+    kind = next(iter(kinds))
+    if not objects and len(kinds) == 1 and (kind in (int, float, bool) or issubclass(kind, np.number)):
         array = np.zeros(num_envs, dtype=kind)
-    elif not objects and uniform and kind is np.ndarray and all(v.shape == values[0].shape for v in values):
+        array[rows] = values
+        return array
+    if not objects and len(kinds) == 1 and kind is np.ndarray and len({v.shape for v in values}) == 1:
         array = np.zeros((num_envs, *values[0].shape), dtype=values[0].dtype)
     else:
         array = np.full(num_envs, fill_value=None, dtype=object)
