@@ -278,7 +278,19 @@ def _seeds(seed: int | Sequence[int | None] | None, n: int) -> list[int | None]:
     return seeds
 
 
-def make_vector_env(env_id: str, num_envs: int = 1, **kwargs: Any) -> SearchQAVectorEnv:
-    """The registered ids' `vector_entry_point` (Gymnasium passes `num_envs` and every kwarg here, the
-    vector env's `autoreset_mode` and `info_format` among the env's own)."""
-    return SearchQAVectorEnv.from_id(env_id, num_envs, **kwargs)
+# The registered ids' `vector_entry_point`s: Gymnasium passes `num_envs` and every kwarg (the spec's own,
+# the vector env's `autoreset_mode` and `info_format` among the env's) to the one of the id's family.
+
+def synthetic_vector_env(num_envs: int = 1, **kwargs: Any) -> SearchQAVectorEnv:
+    return SearchQAVectorEnv.from_id("SearchQA-Synthetic-v0", num_envs, **kwargs)
+
+
+def custom_vector_env(num_envs: int = 1, **kwargs: Any) -> SearchQAVectorEnv:
+    return SearchQAVectorEnv.from_id("SearchQA-Custom-v0", num_envs, **kwargs)
+
+
+def benchmark_vector_env(num_envs: int = 1, *, dataset: str, **kwargs: Any) -> SearchQAVectorEnv:
+    """`dataset` is the spec's own kwarg (`hotpotqa`, ...), which names the id; `gym.make` adds it back."""
+    from searchgym.envs.registration import benchmark_id
+
+    return SearchQAVectorEnv.from_id(benchmark_id(dataset), num_envs, **kwargs)

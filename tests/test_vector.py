@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from gymnasium.vector import AutoresetMode
 
-import searchgym  # noqa: F401 - registers the ids
+import searchgym
 from searchgym.errors import BatchError, ConfigError, EpisodeStateError, RetrievalError
 from searchgym.vector import SearchQAVectorEnv, merge_infos, step_batch
 from searchgym.wrappers import TurnLimitAsTerminal
@@ -255,3 +255,17 @@ def test_make_vec_shares_one_retriever_between_its_envs():
     venv = gym.make_vec(ID, num_envs=3, **KW)
     assert len({id(e.retriever) for e in venv.envs}) == 1
     assert venv.spec.kwargs["vectorization_mode"] == "vector_entry_point"
+
+
+def test_every_id_family_vectorizes_and_specs_stay_serializable(tmp_path):
+    import json
+
+    (tmp_path / "q.jsonl").write_text(json.dumps({"id": "a", "question": "Where is Paris?", "golden_answers": ["France"]}) + "\n")
+    (tmp_path / "c.jsonl").write_text(json.dumps({"id": "d1", "contents": "Paris\nParis is the capital of France."}) + "\n")
+    files = dict(data_path=str(tmp_path / "q.jsonl"), corpus_path=str(tmp_path / "c.jsonl"), cache_dir=False)
+    custom = gym.make_vec("SearchQA-Custom-v0", num_envs=2, **files)
+    hotpot = gym.make_vec("SearchQA-HotpotQA-v0", num_envs=2, format="flashrag", **files)
+    assert isinstance(custom, SearchQAVectorEnv) and isinstance(hotpot, SearchQAVectorEnv)
+    assert hotpot.envs[0].dataset == "hotpotqa" and custom.reset(seed=0)[1]["question_id"].tolist() == ["a", "a"]
+    for env_id in searchgym.ENV_IDS:  # the vector entry points are strings: a spec still serializes
+        assert json.loads(gym.spec(env_id).to_json())["vector_entry_point"].startswith("searchgym.vector:")
