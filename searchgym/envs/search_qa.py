@@ -15,7 +15,7 @@ from searchgym.data.records import QARecord
 from searchgym.envs.credit import EpisodeCredit, auto_judge, episode_judge
 from searchgym.envs.rendering import require_pillow, text_to_rgb
 from searchgym.envs.spaces import UnicodeText
-from searchgym.errors import ConfigError, EpisodeStateError
+from searchgym.errors import BatchError, ConfigError, EpisodeStateError
 from searchgym.info import (SCHEMA_VERSION, SCHEMA_VERSIONS, ResetInfo, RewardParts, ShownDoc, StepInfo, as_reset_schema,
                             as_step_schema, candidates_v1)
 from searchgym.judges.base import Judge, resolve_judge
@@ -291,15 +291,35 @@ class SearchQAEnv(gym.Env[str, str]):
         return prompt, info
 
     def step(self, action: str) -> tuple[str, float, bool, bool, StepInfo]:
+        parsed = self.parse_action(action)
+        # A retrieval failure raises here, before any episode state changes: the same step can be retried.
+        pool = self.retriever.search([parsed.query or ""], self.candidates)[0] if parsed.kind == "search" else None
+        return self.apply_action(action, parsed, pool)
+
+    # -- a step in two halves (what `searchgym.vector` batches) ------------------------------------------
+
+    def parse_action(self, action: str) -> Action:
+        """The first half of `step`: checks that an episode is running and parses `action`. Changes nothing,
+        so a caller may parse many envs' actions, retrieve for all their searches at once, then call
+        `apply_action` on each (`searchgym.vector`)."""
         if self.record is None or self.done:
             raise EpisodeStateError("the episode is over (or never started): call reset() before step()")
-        parsed = self._parse(action)
+        return self._parse(action)
+
+    def apply_action(self, action: str, parsed: Action, pool: Sequence[Hit] | None) -> tuple[str, float, bool, bool, StepInfo]:
+        """The second half of `step`: `parsed` is `parse_action(action)` and `pool` what
+        `self.retriever.search([parsed.query], self.candidates)[0]` returns for a search (None otherwise).
+        Ranks, judges, scores and advances the episode exactly as `step` does."""
+        if self.record is None or self.done:
+            raise EpisodeStateError("the episode is over (or never started): call reset() before step()")
+        if (parsed.kind == "search") != (pool is not None):
+            raise BatchError(f"a {parsed.kind!r} action needs {'a' if parsed.kind == 'search' else 'no'} candidate pool; "
+                             "pass what parse_action returned and the retriever's hits for its query")
         info = self._new_info(parsed)
         reward, terminated = 0.0, False
         assert self._credit is not None
-        if parsed.kind == "search":
-            # A retrieval failure raises here, before any episode state changes: the same step can be retried.
-            observation, shown = self._search(parsed.query or "", info)
+        if pool is not None:
+            observation, shown = self._search(parsed.query or "", pool, info)
             info["labels"], info["entities"] = self._credit.search_turn(self.turn, parsed.thinking, parsed.query or "", shown)
         else:
             if parsed.kind == "answer":
@@ -395,9 +415,8 @@ class SearchQAEnv(gym.Env[str, str]):
         answers[index] = found
         return found
 
-    def _search(self, query: str, info: StepInfo) -> tuple[str, list[Document]]:
+    def _search(self, query: str, pool: Sequence[Hit], info: StepInfo) -> tuple[str, list[Document]]:
         assert self.record is not None
-        pool: list[Hit] = self.retriever.search([query], self.candidates)[0]
         ranked = self.ranker.rank(self.record.question, query, pool, self.top_k)
         # Ids and scores only: a candidate's title is `corpus.get(id).title`, and reading 50 titles the
         # retriever's kernel has just pushed out of the CPU cache costs ~3% of a BM25 step.
