@@ -27,3 +27,39 @@ def rollout_metrics(trajectories: Sequence[Trajectory]) -> dict[str, float]:
     for end in ENDS:
         metrics[f"rollout/end/{end}"] = sum(t.finish_reason == end for t in trajectories) / n
     return metrics
+
+
+def credit_metrics(trajectories: Sequence[Trajectory]) -> dict[str, float]:
+    """What the env's credit signals say about the batch, read from the step infos (`searchgym.info`):
+
+    - `credit/retrieval_utility`, `credit/reasoning_correctness`, `credit/contribution`: the judge's u, v
+      and p = u * v, averaged over the labelled search rounds of the batch (the episode summary's final
+      labels when the env ended the episode, else the step labels that are not pending);
+    - `credit/labelled_rounds`, `credit/judge_failures`: labelled and failed rounds per episode;
+    - `credit/entity_rate`: gamma, the share of gold entities matched in the thinking text, averaged over
+      the episodes whose question has gold entities (the summary's `entity_rate`, else the last step's).
+
+    A value with nothing to average over (no labelled round, no gold entities) is left out."""
+    n = len(trajectories)
+    if n == 0:
+        return {}
+    rounds: list[dict] = []
+    rates: list[float] = []
+    for t in trajectories:
+        infos = t.step_infos
+        summary = infos[-1].get("episode") if infos else None
+        labels = summary["turn_labels"] if summary else [i.get("labels") for i in infos]
+        rounds += [lab for lab in labels if lab and lab.get("contribution") is not None and not lab.get("pending")]
+        rate = summary.get("entity_rate") if summary else (infos[-1].get("entities") or {}).get("rate") if infos else None
+        if rate is not None:
+            rates.append(float(rate))
+    metrics = {
+        "credit/labelled_rounds": len(rounds) / n,
+        "credit/judge_failures": sum(bool(lab.get("failed")) for lab in rounds) / n,
+    }
+    if rounds:
+        for key in ("retrieval_utility", "reasoning_correctness", "contribution"):
+            metrics[f"credit/{key}"] = sum(float(lab[key]) for lab in rounds) / len(rounds)
+    if rates:
+        metrics["credit/entity_rate"] = sum(rates) / len(rates)
+    return metrics
