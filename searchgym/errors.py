@@ -79,3 +79,18 @@ class EpisodeStateError(SearchGymError, RuntimeError):
 class BatchError(SearchGymError, ValueError):
     """Data handed to a training or scoring routine does not fit together at run time (tensors of different
     shapes, a trajectory without step infos): a bug in the caller or in the data, not a setting to change."""
+
+
+class EnvServerError(SearchGymError):
+    """An environment server (an OpenEnv server from `python -m searchgym.integrations.openenv`) could not be
+    reached, closed the session, or refused a message; `code` is the server's error code when it answered
+    (OpenEnv's `EXECUTION_ERROR`, `VALIDATION_ERROR`, `CAPACITY_REACHED`, ...), None when it did not."""
+
+    def __init__(self, message: str, *, code: str | None = None):
+        super().__init__(message)
+        self.code = code
+
+
+class EnvServerTimeout(EnvServerError, TimeoutError):
+    """An environment server did not answer within the client's timeout. The session is closed: the
+    client's next call opens a new one, so call `reset` again."""
