@@ -59,6 +59,7 @@ Step info (`StepInfo`), returned by every `step`:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal, TypedDict
 
 from searchgym.protocol.base import ActionKind
@@ -219,3 +220,25 @@ class ResetInfo(TypedDict):
     max_turns: int
     labels_reason: str | None
     """Why this episode's turns will carry no judge labels; None when they will."""
+
+
+def final_labels(infos: Sequence[StepInfo]) -> list[TurnLabels]:
+    """The judge labels of an episode's labelled search rounds, in order: the episode summary's
+    `turn_labels` (every turn's final labels, deferred judges' included) when the env ended the episode,
+    else the step labels; turns without labels (answers, invalid actions) and labels still pending are
+    left out."""
+    summary = infos[-1].get("episode") if infos else None
+    labels = summary["turn_labels"] if summary else [i.get("labels") for i in infos]
+    return [lab for lab in labels if lab and lab.get("contribution") is not None and not lab.get("pending")]
+
+
+def final_entity_rate(infos: Sequence[StepInfo]) -> float | None:
+    """An episode's gold-entity match rate gamma: the summary's `entity_rate` when the env ended the
+    episode, else the last step's `entities.rate`; None when the question has no gold entities."""
+    if not infos:
+        return None
+    summary = infos[-1].get("episode")
+    if summary:
+        return summary["entity_rate"]
+    entities = infos[-1].get("entities")
+    return None if entities is None else entities["rate"]

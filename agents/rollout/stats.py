@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import get_args
 
 from agents.rollout.trajectory import EpisodeEnd, Trajectory
+from searchgym.info import final_entity_rate, final_labels
 
 ENDS: tuple[str, ...] = get_args(EpisodeEnd)
 
@@ -43,23 +44,15 @@ def credit_metrics(trajectories: Sequence[Trajectory]) -> dict[str, float]:
     n = len(trajectories)
     if n == 0:
         return {}
-    rounds: list[dict] = []
-    rates: list[float] = []
-    for t in trajectories:
-        infos = t.step_infos
-        summary = infos[-1].get("episode") if infos else None
-        labels = summary["turn_labels"] if summary else [i.get("labels") for i in infos]
-        rounds += [lab for lab in labels if lab and lab.get("contribution") is not None and not lab.get("pending")]
-        rate = summary.get("entity_rate") if summary else (infos[-1].get("entities") or {}).get("rate") if infos else None
-        if rate is not None:
-            rates.append(float(rate))
+    rounds = [lab for t in trajectories for lab in final_labels(t.step_infos)]
+    rates = [rate for t in trajectories if (rate := final_entity_rate(t.step_infos)) is not None]
     metrics = {
         "credit/labelled_rounds": len(rounds) / n,
         "credit/judge_failures": sum(bool(lab.get("failed")) for lab in rounds) / n,
     }
     if rounds:
         for key in ("retrieval_utility", "reasoning_correctness", "contribution"):
-            metrics[f"credit/{key}"] = sum(float(lab[key]) for lab in rounds) / len(rounds)
+            metrics[f"credit/{key}"] = sum(float(lab[key]) for lab in rounds) / len(rounds)  # type: ignore[literal-required]
     if rates:
         metrics["credit/entity_rate"] = sum(rates) / len(rates)
     return metrics
