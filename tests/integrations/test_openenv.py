@@ -165,6 +165,9 @@ def test_bad_input_gets_the_env_explanation_or_openenv_error(server):
         with pytest.raises(EnvServerError, match="unknown reset options") as caught:
             client.reset(options={"bogus": 1})
         assert caught.value.code == "EXECUTION_ERROR"
+        with pytest.raises(EnvServerError, match="unknown reset arguments") as caught:
+            client.reset(sed=1)
+        assert caught.value.code == "EXECUTION_ERROR"
         assert client.reset(seed=1).observation.text == local.reset(seed=1)[0]
 
     async def send_no_action():  # a message that is no SearchQAAction, as another client might send it

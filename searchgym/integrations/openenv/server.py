@@ -63,6 +63,8 @@ class SearchQAEnvironment(Environment[SearchQAAction, SearchQAObservation, Searc
 
     def reset(self, seed: int | None = None, episode_id: str | None = None, options: dict[str, Any] | None = None,
               **kwargs: Any) -> SearchQAObservation:
+        if kwargs:  # OpenEnv hands over every key of the client's reset message; a misspelled one is an error here
+            raise ConfigError(f"unknown reset arguments {sorted(kwargs)}; reset takes seed, episode_id and options")
         obs, info = self.env.reset(seed=seed, options=options)
         self._state.episode_id = episode_id or uuid.uuid4().hex
         self._state.step_count = 0
