@@ -8,6 +8,6 @@
 
 Each adapter translates types and nothing else: the same actions give the same observations, rewards,
 labels and entities as the `gym.make(...)` env. Importing `searchgym` imports none of them, nor any
-framework; each needs its own extra (`pip install 'searchgym[skyrl]'`, ...). docs/frameworks.md shows each
+framework; each needs its own extra (`pip install 'searchgym[openenv]'`, ...). docs/frameworks.md shows each
 one in use and what each framework receives of the step info.
 """
