@@ -21,7 +21,7 @@ import time
 
 import gymnasium as gym
 
-from benchmarks.progress import phase
+from agents.experiments.progress import phase
 
 ENV_ID = "SearchQA-Synthetic-v0"
 

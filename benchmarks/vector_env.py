@@ -40,7 +40,7 @@ from pathlib import Path
 import gymnasium as gym
 
 import searchgym  # noqa: F401 - registers the ids
-from benchmarks.progress import phase
+from agents.experiments.progress import phase
 from searchgym.vector import SearchQAVectorEnv
 
 ENV_ID = "SearchQA-Synthetic-v0"
