@@ -104,6 +104,12 @@ def test_requests_over_the_caps_are_refused(bm25):
             {"queries": "Rome"},
             {"queries": [1]},
             {"queries": ["a"], "topk": "3"},
+            # Search-R1's server takes these as its default (Python truthiness); here they are refused.
+            {"queries": ["a"], "topk": 0},
+            {"queries": ["a"], "topk": False},
+            {"queries": ["a"], "topk": 0.0},
+            {"queries": ["a"], "topk": 2.0},
+            {"queries": ["a"], "topk": -1},
             {"queries": ["a"], "return_scores": "yes"},
             [1],
         ):
