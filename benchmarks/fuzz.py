@@ -1,6 +1,6 @@
 """Bad-input fuzzing: what every input surface does with input it was never meant to get.
 
-Five surfaces, each driven by a hypothesis strategy (the tests in `tests/reliability/test_fuzz.py` run the
+Six surfaces, each driven by a hypothesis strategy (the tests in `tests/reliability/test_fuzz.py` run the
 same strategies with few examples):
 
 - `env`: `SearchQAEnv.step` with arbitrary agent text, in both grammars (tags, tool calls): random
@@ -14,6 +14,8 @@ same strategies with few examples):
   mutated the same ways.
 - `verdicts`: `parse_reply` on adversarial judge replies (`benchmarks/fuzz_verdicts.py`): a wrongly
   accepted verdict or a refused valid one is a crash.
+- `answers`: `SearchQAEnv.step` over an `HTTPRetriever` whose server answers anything
+  (`benchmarks/fuzz_answers.py`): only the env's `RetrievalError` may come out of the step.
 - `server`: `POST /retrieve` on the Search-R1-compatible server (the ASGI app through httpx): arbitrary
   JSON, wrong types, huge and negative `topk`, query lists over the cap, queries over the length cap,
   non-JSON and non-UTF-8 bodies, oversized bodies.
@@ -745,12 +747,25 @@ def _verdict_harness() -> Any:
     return VerdictHarness()
 
 
+def _answer_cases() -> st.SearchStrategy:
+    from benchmarks.fuzz_answers import answer_cases  # that module imports this one
+
+    return answer_cases()
+
+
+def _answer_harness() -> Any:
+    from benchmarks.fuzz_answers import AnswerHarness
+
+    return AnswerHarness()
+
+
 SURFACES: dict[str, Surface] = {
     "env": Surface("env", env_cases, EnvHarness),
     "qa_files": Surface("qa_files", qa_file_cases, qa_harness),
     "corpus_files": Surface("corpus_files", corpus_file_cases, corpus_harness),
     "server": Surface("server", server_cases, ServerHarness),
     "verdicts": Surface("verdicts", _verdict_cases, _verdict_harness),
+    "answers": Surface("answers", _answer_cases, _answer_harness),
 }
 
 FUZZ_SETTINGS = {"deadline": None, "database": None, "suppress_health_check": list(HealthCheck)}
