@@ -23,6 +23,7 @@ import gzip
 import json
 import logging
 import re
+import stat
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,6 +35,17 @@ logger = logging.getLogger(__name__)
 
 csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
 _ID_KEYS = ("id", "_id", "idx")
+
+
+def file_kind(path: Path) -> str:
+    """What is at `path`, in words, for a message about a path that should be a regular file."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return "a broken symbolic link" if path.is_symlink() else "nothing"
+    kinds = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
+             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISREG, "a regular file"))
+    return next((name for test, name in kinds if test(mode)), "not a regular file")
 
 
 def _open_text(path: Path, encoding: str = "utf-8-sig"):
@@ -60,8 +72,11 @@ def iter_corpus_file(path: str | Path) -> Iterator[Document]:
     file that holds no documents.
     """
     path = Path(path)
+    if not path.exists():
+        raise DataNotFoundError("corpus file not found" + (" (a broken symbolic link)" if path.is_symlink() else ""), path=path)
     if not path.is_file():
-        raise DataNotFoundError("corpus file not found", path=path)
+        # A folder, a pipe or a device exists: "not found" would send the user looking in the wrong place.
+        raise DataError(f"is {file_kind(path)}, not a corpus file: give the path of the file itself", path=path)
     suffix = _stem_suffix(path)
     count = 0
     try:

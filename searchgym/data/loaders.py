@@ -77,6 +77,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from searchgym.corpus import Corpus, Document
+from searchgym.corpus.io import file_kind
 from searchgym.data.fields import RecordShapeError, type_name
 from searchgym.data.flat_parsers import parse_flashrag, parse_nq_open, parse_popqa, parse_searchr1
 from searchgym.data.formats import FORMATS, DatasetFormat, detect_format, implied_source
@@ -236,9 +237,9 @@ def load_records(
 def _check_path(path: str | Path) -> Path:
     file = Path(path)
     if not file.exists():
-        raise DataNotFoundError("no such file", path=file)
+        raise DataNotFoundError("no such file" + (" (a broken symbolic link)" if file.is_symlink() else ""), path=file)
     if not file.is_file():
-        raise DataError("not a regular file (a dataset is one file)", path=file)
+        raise DataError(f"is {file_kind(file)}, not a regular file: a dataset is one file, give its path", path=file)
     return file
 
 
