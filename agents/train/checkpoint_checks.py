@@ -86,7 +86,7 @@ def verify_manifest(path: Path) -> None:
     if "state.json" not in files:
         raise CheckpointError(f"{file} does not list state.json; {REMEDY}")
     try:
-        verify_files(path, files, mode="full", remedy=REMEDY)
+        verify_files(path, files, mode="full", remedy=REMEDY, stamp_folder=False)
     except IndexIntegrityError as e:
         raise CheckpointError(str(e)) from None
 
@@ -114,7 +114,7 @@ def _state_problem(path: Path, state: Any) -> str | None:
         return f"holds a JSON {type(state).__name__}, not an object"
     step = state.get("step")
     if not _is_int(step) or f"step-{step:06d}" != path.name:
-        return f"step is {step!r}, the folder is {path.name}"
+        return f"step is {str(step)[:40]!r}, the folder is {path.name}"
     # The caller's own fields (the trainer's `check` requires them): checked here when present.
     if "position" in state and (not _is_int(state["position"]) or state["position"] < 0):
         return f"position must be an integer >= 0, got {str(state['position'])[:80]}"

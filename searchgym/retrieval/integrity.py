@@ -75,10 +75,12 @@ def _outside(name: str) -> bool:
     return not parts or name.startswith("/") or "\\" in name or any(part in (".", "..") for part in parts)
 
 
-def verify_files(folder: Path, files: dict[str, Any], *, mode: VerifyMode = "fast", remedy: str = "rebuild the index") -> None:
+def verify_files(folder: Path, files: dict[str, Any], *, mode: VerifyMode = "fast", remedy: str = "rebuild the index",
+                 stamp_folder: bool = True) -> None:
     """Raise `IndexIntegrityError` (naming the file) unless every file in `files` (name -> record, or
     name -> size for indexes without hashes) is a regular file of the recorded size and hash. Names are
-    paths relative to `folder`; `remedy` ends each message (what to do about a damaged file)."""
+    paths relative to `folder`; `remedy` ends each message (what to do about a damaged file).
+    `stamp_folder=False` leaves no stamp behind (a checkpoint is hashed in full every time it is read)."""
     if mode not in get_args(VerifyMode):
         raise ConfigError(f"verify must be 'fast', 'full' or 'size', got {mode!r}")
     stamp = _read_stamp(folder) if mode == "fast" else {}
@@ -113,7 +115,7 @@ def verify_files(folder: Path, files: dict[str, Any], *, mode: VerifyMode = "fas
                 path=path,
             )
         verified[name] = {**seen, "sha256": sha}
-    if mode != "size" and verified and verified != stamp:
+    if stamp_folder and mode != "size" and verified and verified != stamp:
         _write_stamp(folder, verified)
 
 

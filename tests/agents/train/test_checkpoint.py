@@ -53,6 +53,7 @@ def test_a_refused_latest_checkpoint_falls_back_to_the_one_before_with_a_warning
     assert path.name == "step-000002" and state["position"] == 20
     assert torch.equal(model.weight.detach(), saved[2])
     assert "refused checkpoint" in caplog.text and "step-000003" in caplog.text
+    assert not list(root.glob("*/.verified.json"))  # checked in full on every resume: nothing left behind
 
 
 def test_when_no_checkpoint_loads_the_error_lists_each_refused_one(tmp_path):
