@@ -234,4 +234,6 @@ def _rounds(sides, args) -> dict[str, list[float]]:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from searchgym.cli.run import run_main
+
+    raise SystemExit(run_main(main))

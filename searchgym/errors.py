@@ -44,6 +44,11 @@ class RetrievalError(SearchGymError):
     """A retriever failed to answer."""
 
 
+class RetrievalAnswerError(RetrievalError):
+    """A retrieval server answered with something that is not a Search-R1 `/retrieve` response: not JSON,
+    JSON nested or sized past what can be read, the wrong shape, or values of the wrong type."""
+
+
 class RetrievalTimeout(RetrievalError):
     """A retrieval backend did not answer within its timeout."""
 

@@ -384,8 +384,8 @@ class Trainer:
     def _load_newest(self) -> tuple[Path, dict] | None:
         root = self.out / "checkpoints"
         if self.sharded is not None:
-            return load_newest_sharded(root, self.sharded, *self.optimizers["policy"], check=setup.check_config_version)
-        return load_newest_valid(root, self.models, self.optimizers, check=setup.check_config_version)
+            return load_newest_sharded(root, self.sharded, *self.optimizers["policy"], check=setup.check_run_state)
+        return load_newest_valid(root, self.models, self.optimizers, check=setup.check_run_state)
 
     def _restore(self, path: Path, state: dict) -> None:
         self.step = int(path.name.split("-")[1])

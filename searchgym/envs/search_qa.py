@@ -95,7 +95,8 @@ class SearchQAEnv(gym.Env[str, str]):
 
     ## Starting State
     A question drawn uniformly from the records with `self.np_random`, or the one chosen by
-    `options={"index": i}` or `options={"question_id": id}`.
+    `options={"index": i}` (an integer) or `options={"question_id": id}`; any other option or value is a
+    `ConfigError` naming it.
 
     ## Episode End
     Terminated when the agent answers. Truncated when `max_turns` turns pass without an answer (invalid
@@ -119,6 +120,7 @@ class SearchQAEnv(gym.Env[str, str]):
       `"search-r1"` with the default template and `"plain"` with your own.
     - `top_k`: documents shown per search (3). `candidates`: pool retrieved per search (50).
     - `max_turns`: turns before truncation (4). `max_query_chars`: longer queries are invalid (1000).
+      These four are integers >= 1: a float, a string or a bool is a `ConfigError` naming the argument.
     - `cache_dir`: where retrieval indexes are cached (`~/.cache/searchgym`; False disables).
     - `judge`: `"auto"` (default: `GoldJudge` for every question whose record carries gold supporting
       documents or titles, as the synthetic world, HotpotQA, 2Wiki, MuSiQue, KILT and BEIR do; no labels for the
@@ -207,12 +209,12 @@ class SearchQAEnv(gym.Env[str, str]):
     ):
         if not records:
             raise ConfigError("SearchQAEnv needs at least one question record")
-        if top_k < 1:
-            raise ConfigError(f"top_k must be >= 1, got {top_k}")
+        top_k, candidates = _count("top_k", top_k), _count("candidates", candidates)
+        max_turns, max_query_chars = _count("max_turns", max_turns), _count("max_query_chars", max_query_chars)
+        if not isinstance(match_entities, (bool, np.bool_)):
+            raise ConfigError(f"match_entities must be True or False, got {match_entities!r}")
         if candidates < top_k:
             raise ConfigError(f"candidates ({candidates}) must be >= top_k ({top_k}): the ranker picks top_k from the pool")
-        if max_turns < 1:
-            raise ConfigError(f"max_turns must be >= 1, got {max_turns}")
         if render_mode not in (None, "ansi", "rgb_array"):
             raise ConfigError(f"render_mode must be None, 'ansi' or 'rgb_array', got {render_mode!r}")
         if render_mode == "rgb_array":
@@ -356,20 +358,30 @@ class SearchQAEnv(gym.Env[str, str]):
 
     # -- steps ------------------------------------------------------------------------------------------
 
-    def _choose_index(self, options: dict[str, Any]) -> int:
+    def _choose_index(self, options: Any) -> int:
+        if not isinstance(options, dict):
+            raise ConfigError(f"reset options must be a dict such as {{'index': 0}}, got {type(options).__name__}")
         unknown = set(options) - {"index", "question_id"}
         if unknown:
-            raise ConfigError(f"unknown reset options {sorted(unknown)}; use 'index' or 'question_id'")
+            raise ConfigError(f"unknown reset options {sorted(map(str, unknown))}; use 'index' or 'question_id'")
+        if len(options) == 2:
+            raise ConfigError("reset options 'index' and 'question_id' both given; choose the question one way")
         if "question_id" in options:
+            qid = options["question_id"]
+            if isinstance(qid, bool) or not isinstance(qid, (str, int, np.integer)):
+                raise ConfigError(f"reset option question_id must be a question id (text), got {type(qid).__name__}")
             try:
-                return self._by_id[str(options["question_id"])]
+                return self._by_id[str(qid)]
             except KeyError:
-                raise ConfigError(f"no question with id {options['question_id']!r}") from None
+                raise ConfigError(f"reset option question_id: no question with id {qid!r}") from None
         if "index" in options:
-            i = int(options["index"])
+            i = options["index"]
+            if isinstance(i, (bool, np.bool_)) or not isinstance(i, (int, np.integer)):
+                raise ConfigError(f"reset option index must be an integer, got {str(i)[:40]!r} ({type(i).__name__})")
             if not 0 <= i < len(self.records):
-                raise ConfigError(f"index {i} out of range: {len(self.records)} questions")
-            return i
+                raise ConfigError(f"reset option index {i} out of range: {len(self.records)} questions (0 to "
+                                  f"{len(self.records) - 1})")
+            return int(i)
         return int(self.np_random.integers(len(self.records)))
 
     def _parse(self, action: object) -> Action:
@@ -457,3 +469,11 @@ class SearchQAEnv(gym.Env[str, str]):
                                else subem if reward is substring_exact_match else float(reward(answer, golds)))
         parts["em"], parts["f1"], parts["cover_em"], parts["subem"] = em, f1, cover_em, subem
         return parts["answer"]
+
+
+def _count(name: str, value: Any) -> int:
+    """`value` as an int >= 1, or a `ConfigError` naming the argument: 2.5, "3" and True are not counts
+    (they were taken as such, or failed far from the call)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ConfigError(f"{name} must be an integer >= 1, got {str(value)[:40]!r} ({type(value).__name__})")
+    return int(value)

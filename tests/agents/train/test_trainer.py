@@ -142,8 +142,10 @@ def test_a_checkpoint_of_the_old_config_layout_is_refused_by_version(tmp_path):
     (state_path,) = (tmp_path / "run" / "checkpoints").glob("step-*/state.json")
     state = json.loads(state_path.read_text())
     assert state["config"]["version"] == 2 and state["config"]["learner_name"] == "grpo"
-    del state["config"]["version"]  # what a checkpoint written before the learner registry holds
+    # What a checkpoint written before the learner registry holds (and before checkpoints had manifests).
+    del state["config"]["version"], state["checkpoint_format"]
     state_path.write_text(json.dumps(state))
+    (state_path.parent / "manifest.json").unlink()
     with pytest.raises(CheckpointError, match="config version 1, this is version 2"):
         Trainer(tiny_config(tmp_path, steps=2))
 
