@@ -99,8 +99,11 @@ class RankerTrainer(SecondModel):
         self.policy = HFPolicy(model, tokenizer, config=HFPolicyConfig(seed=ctx.seed + 1))
         self.backend = PolicyChatBackend(self.policy, temperature=self.config.ranker_temperature, seed=ctx.seed)
         self.reference = copy.deepcopy(model).eval() if self.config.kl_coef > 0 else None
-        """A frozen copy of the ranker's starting weights, for the k3 KL."""
+        """A frozen copy of the ranker RL starts from (after its cold start, when it has one), for the k3 KL."""
         self.models: dict[str, torch.nn.Module] = {"ranker": model}
+        if self.reference is not None and self.config.ranker_cold_start_steps > 0:
+            # The cold-started ranker, which a resumed run cannot remake: checkpointed with the ranker.
+            self.models["ranker_reference"] = self.reference
         self.optimizers = {"ranker": ctx.optimizer(model)}
         self.last_batch: cosearch.RankerBatch | None = None
         """The last `train_step`'s scores, groups and advantages, over the whole step's calls."""
@@ -147,6 +150,9 @@ class RankerTrainer(SecondModel):
             # equal even where a device's kernels are not bit-reproducible.
             self.ctx.synchronize(model)
         self.policy.mark_updated()
+        if self.reference is not None:
+            # KL to the ranker RL starts from: the released model's output never parses as a rerank.
+            self.reference.load_state_dict(model.state_dict())
         return {"ranker_cold_start/steps": float(len(losses)), "ranker_cold_start/loss_first": losses[0],
                 "ranker_cold_start/loss_last": losses[-1]}
 

@@ -101,6 +101,11 @@ class Trainer:
         if config.optim.gradient_checkpointing:
             setup.enable_activation_checkpointing(self.model)
         self.reference = copy.deepcopy(self.model).eval() if self.learner_config.kl_coef > 0 else None
+        """The KL's frozen reference: the policy RL starts from (after the cold start, when the run has one)."""
+        if self.reference is not None and config.optim.cold_start_steps > 0 and config.sharding == "fsdp2":
+            raise ConfigError("a KL reference taken after a cold start is not kept in FSDP2 checkpoints: run the cold start "
+                              "first (kl_coef 0 or no RL steps), export it with python -m agents export, and start this run from it "
+                              "(--model); or set --learner.kl-coef 0")
         self.sharded: ShardedModel | None = None
         """The FSDP2-sharded policy (`sharding="fsdp2"`): what the update, the optimizer and the checkpoints use.
         `self.model` is then a whole replica that samples the in-process rollouts, refreshed from the shards by
@@ -115,6 +120,9 @@ class Trainer:
         self.rollout_policy = setup.rollout_policy(config, self.policy, self.tokenizer, self.rank)
         """What samples rollouts and evaluations: `self.policy` (hf), a FanOutPolicy over SGLang clients, or a RouterPolicy."""
         self.models: dict[str, torch.nn.Module] = {"policy": self.model}
+        if self.reference is not None and config.optim.cold_start_steps > 0:
+            # The reference is the cold-started policy, which a resumed run cannot remake: it is checkpointed.
+            self.models["reference"] = self.reference
         self.optimizers = {"policy": self._optimizer(self.sharded.root if self.sharded else self.model)}
         self.wrapped = self.model
         """`self.model` as `accelerator.prepare` returned it (DDP across processes, which broadcasts rank 0's
@@ -327,6 +335,9 @@ class Trainer:
         if losses:
             self.policy.mark_updated()
             self.sync_weights()
+            if self.reference is not None:
+                # KL to the policy RL starts from, not to the model as released (which the cold start left).
+                self.reference.load_state_dict(self.model.state_dict())
             line.update({"cold_start/loss_first": losses[0], "cold_start/loss_last": losses[-1]})
         if self.second_model is not None:
             line.update(self.second_model.cold_start(self.env))
