@@ -57,7 +57,7 @@ def test_statuses_pass_through_and_bugs_keep_their_traceback(monkeypatch):
 @pytest.mark.parametrize("command, message", [
     (["searchgym", "serve", "--corpus", "/nowhere/corpus.jsonl"], "error: --corpus /nowhere/corpus.jsonl: no such file or folder"),
     (["agents", "train", "--model", "tiny", "--rollout.group-size", "1", "--out-dir", "/nowhere/run"],
-     "error: group_size must be >= 2"),
+     "error: TrainConfig.rollout.group_size must be >= 2"),
 ])
 def test_the_command_lines_refuse_without_a_traceback(command, message):
     env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}

@@ -7,6 +7,8 @@ A checkpoint is a folder `step-NNNNNN/` holding:
 - `model/`: the model's config and tokenizer, so that `python -m agents export` can rebuild a plain
   `save_pretrained` folder from the checkpoint alone;
 - `state.json`: step, data position, RNG states and the run's config, as in a whole-weights checkpoint;
+- `{name}.safetensors` for each whole model the run keeps beside the shards (the KL reference taken after a
+  cold start: a replica on every rank), written by rank 0;
 - `manifest.json`: each file's size and SHA-256 (the shards of every rank included), written last.
 
 Every rank writes into one temporary sibling folder (its name broadcast by rank 0), and rank 0 writes
@@ -32,15 +34,15 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
-from agents.train.checkpoint import CheckpointError, list_checkpoints, rng_state, set_rng_state
-from agents.train.checkpoint_checks import FORMAT, REMEDY, layout_problem, read_verified_state, write_manifest
+from agents.train.checkpoint import CheckpointError, list_checkpoints, rng_state, set_rng_state, trainable_state
+from agents.train.checkpoint_checks import FORMAT, REMEDY, check_weights, layout_problem, read_verified_state, write_manifest
 from searchgym.retrieval.integrity import sync_folder, sync_tree
 
 logger = logging.getLogger(__name__)
@@ -61,9 +63,11 @@ def _states(sharded, optimizer) -> dict[str, Any]:
     return {"model": model_state, "optim": optim_state}
 
 
-def save_sharded(root: Path, step: int, sharded, optimizer, scheduler, tokenizer, state: dict[str, Any], *, keep: int = 2) -> Path | None:
-    """Write checkpoint `step` under `root` (every rank calls it); keep the newest `keep`. Returns the
-    folder on rank 0, None elsewhere."""
+def save_sharded(root: Path, step: int, sharded, optimizer, scheduler, tokenizer, state: dict[str, Any], *, keep: int = 2,
+                 whole: Mapping[str, torch.nn.Module] | None = None) -> Path | None:
+    """Write checkpoint `step` under `root` (every rank calls it); keep the newest `keep`. `whole`: models held
+    whole on every rank, written by rank 0 as `{name}.safetensors`. Returns the folder on rank 0, None
+    elsewhere."""
     import torch.distributed.checkpoint as dcp
 
     main = dist.get_rank() == 0
@@ -90,6 +94,10 @@ def save_sharded(root: Path, step: int, sharded, optimizer, scheduler, tokenizer
     if main:
         try:
             torch.save({"scheduler": scheduler.state_dict()}, tmp / SCHEDULER)
+            for model_name, model in (whole or {}).items():
+                from safetensors.torch import save_file
+
+                save_file(trainable_state(model), str(tmp / f"{model_name}.safetensors"))
             sharded.lm.config.save_pretrained(tmp / "model")
             tokenizer.save_pretrained(tmp / "model")
             (tmp / "state.json").write_text(json.dumps({**state, "step": step, "rng": rng_state(), "checkpoint_format": FORMAT}))
@@ -109,18 +117,20 @@ def save_sharded(root: Path, step: int, sharded, optimizer, scheduler, tokenizer
 
 
 def load_newest_sharded(root: Path, sharded, optimizer, scheduler,
-                        check: Callable[[Path, dict[str, Any]], None] | None = None) -> tuple[Path, dict[str, Any]] | None:
+                        check: Callable[[Path, dict[str, Any]], None] | None = None,
+                        whole: Mapping[str, torch.nn.Module] | None = None) -> tuple[Path, dict[str, Any]] | None:
     """Load the newest checkpoint under `root` that passes its checks (see the module docstring) into the
     sharded model, the optimizer and the scheduler (every rank calls it); (its path, its state), or None
     when there is none. `check(path, state)` may refuse a checkpoint (`CheckpointError`) before anything is
-    loaded. Raises `CheckpointError` listing each checkpoint refused when all are."""
+    loaded. `whole`: the models `save_sharded` wrote whole, restored on every rank. Raises `CheckpointError`
+    listing each checkpoint refused when all are."""
     refused: list[str] = []
     for path in reversed(list_checkpoints(root)):
         if not is_sharded(path) and (path / "policy.safetensors").exists():
             raise CheckpointError(f"{path} holds whole weights (a run without sharding): resume it without --sharding fsdp2, "
                                   "or start a new out_dir")
         try:
-            state = _load_sharded(path, sharded, optimizer, scheduler, check)
+            state = _load_sharded(path, sharded, optimizer, scheduler, check, whole or {})
         except CheckpointError as e:
             logger.warning("refused checkpoint %s: %s; trying the one before it", path, e)
             refused.append(f"{path.name}: {e}")
@@ -134,7 +144,7 @@ def load_newest_sharded(root: Path, sharded, optimizer, scheduler,
     return None
 
 
-def _load_sharded(path: Path, sharded, optimizer, scheduler, check) -> dict[str, Any]:
+def _load_sharded(path: Path, sharded, optimizer, scheduler, check, whole: Mapping[str, torch.nn.Module]) -> dict[str, Any]:
     """Checks, a staged load, then the live states replaced (see the module docstring). Every rank calls it
     and every rank reaches the same verdict."""
     import torch.distributed.checkpoint as dcp
@@ -143,7 +153,7 @@ def _load_sharded(path: Path, sharded, optimizer, scheduler, check) -> dict[str,
     states = _states(sharded, optimizer)
     verdict: list[Any] = [None]
     if dist.get_rank() == 0:
-        verdict[0] = _checked_on_rank0(path, states, scheduler, check)
+        verdict[0] = _checked_on_rank0(path, states, scheduler, check, whole)
     dist.broadcast_object_list(verdict, src=0)
     if isinstance(verdict[0], str):
         raise CheckpointError(verdict[0])
@@ -160,18 +170,29 @@ def _load_sharded(path: Path, sharded, optimizer, scheduler, check) -> dict[str,
     if problem:
         raise CheckpointError(f"{path / MODEL_STATE}: {problem}; {REMEDY}")
     set_state_dict(sharded.root, optimizer, model_state_dict=staged["model"], optim_state_dict=staged["optim"])
+    for name, model in whole.items():
+        # Checked on rank 0 against the manifest's hash and the model; every rank reads the same bytes.
+        from safetensors.torch import load_file
+
+        params = dict(model.named_parameters())
+        with torch.no_grad():
+            for n, tensor in load_file(str(path / f"{name}.safetensors")).items():
+                params[n].copy_(tensor)
     scheduler.load_state_dict(torch.load(path / SCHEDULER, weights_only=True)["scheduler"])
     set_rng_state(state["rng"])
     return state
 
 
-def _checked_on_rank0(path: Path, states: dict[str, Any], scheduler, check) -> dict[str, Any] | str:
-    """The checked state (the manifest, state.json, the scheduler state, the shards' shapes and dtypes), or
-    why the checkpoint is refused."""
+def _checked_on_rank0(path: Path, states: dict[str, Any], scheduler, check,
+                      whole: Mapping[str, torch.nn.Module]) -> dict[str, Any] | str:
+    """The checked state (the manifest, state.json, the scheduler state, the shards' shapes and dtypes, the
+    whole models' weights), or why the checkpoint is refused."""
     try:
         state = read_verified_state(path)
         if check is not None:
             check(path, state)
+        for name, model in whole.items():
+            check_weights(path / f"{name}.safetensors", model)
         try:
             saved = torch.load(path / SCHEDULER, weights_only=True)
         except Exception as e:  # noqa: BLE001 - whatever torch raises for bytes it cannot read

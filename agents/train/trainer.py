@@ -102,10 +102,6 @@ class Trainer:
             setup.enable_activation_checkpointing(self.model)
         self.reference = copy.deepcopy(self.model).eval() if self.learner_config.kl_coef > 0 else None
         """The KL's frozen reference: the policy RL starts from (after the cold start, when the run has one)."""
-        if self.reference is not None and config.optim.cold_start_steps > 0 and config.sharding == "fsdp2":
-            raise ConfigError("a KL reference taken after a cold start is not kept in FSDP2 checkpoints: run the cold start "
-                              "first (kl_coef 0 or no RL steps), export it with python -m agents export, and start this run from it "
-                              "(--model); or set --learner.kl-coef 0")
         self.sharded: ShardedModel | None = None
         """The FSDP2-sharded policy (`sharding="fsdp2"`): what the update, the optimizer and the checkpoints use.
         `self.model` is then a whole replica that samples the in-process rollouts, refreshed from the shards by
@@ -337,7 +333,10 @@ class Trainer:
             self.sync_weights()
             if self.reference is not None:
                 # KL to the policy RL starts from, not to the model as released (which the cold start left).
-                self.reference.load_state_dict(self.model.state_dict())
+                if self.sharded is not None:
+                    self.sharded.copy_into(self.reference)  # a collective: every rank holds a whole reference
+                else:
+                    self.reference.load_state_dict(self.model.state_dict())
             line.update({"cold_start/loss_first": losses[0], "cold_start/loss_last": losses[-1]})
         if self.second_model is not None:
             line.update(self.second_model.cold_start(self.env))
@@ -385,17 +384,23 @@ class Trainer:
         rank writes its shards (`agents.train.sharded_checkpoint`) and rank 0 the rest."""
         state = {"position": self.position, "config": setup.jsonable_config(self.config), "versions": {"policy": self.policy.weight_version}}
         if self.sharded is not None:
-            return save_sharded(self.out / "checkpoints", self.step, self.sharded, *self.optimizers["policy"], self.tokenizer, state)
+            return save_sharded(self.out / "checkpoints", self.step, self.sharded, *self.optimizers["policy"], self.tokenizer, state,
+                                whole=self._whole_models())
         if self.accelerator is not None:
             self.accelerator.wait_for_everyone()
         if not self.is_main:
             return None
         return save_checkpoint(self.out / "checkpoints", self.step, self.models, self.optimizers, state)
 
+    def _whole_models(self) -> dict[str, torch.nn.Module]:
+        """Models a sharded checkpoint keeps whole beside the shards: the KL reference taken after a cold start."""
+        return {"reference": self.models["reference"]} if "reference" in self.models else {}
+
     def _load_newest(self) -> tuple[Path, dict] | None:
         root = self.out / "checkpoints"
         if self.sharded is not None:
-            return load_newest_sharded(root, self.sharded, *self.optimizers["policy"], check=setup.check_run_state)
+            return load_newest_sharded(root, self.sharded, *self.optimizers["policy"], check=setup.check_run_state,
+                                       whole=self._whole_models())
         return load_newest_valid(root, self.models, self.optimizers, check=setup.check_run_state)
 
     def _restore(self, path: Path, state: dict) -> None:

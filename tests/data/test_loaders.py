@@ -445,10 +445,12 @@ def test_a_path_that_is_not_a_regular_file_says_what_it_is(tmp_path):
 
     (tmp_path / "folder.jsonl").mkdir()
     os.mkfifo(tmp_path / "pipe.jsonl")  # reading it would block forever
-    for path, kind in ((tmp_path / "folder.jsonl", "a folder"), (tmp_path / "pipe.jsonl", r"a named pipe \(FIFO\)"),
-                       ("/dev/null", "a character device")):
+    for path, kind in ((tmp_path / "pipe.jsonl", r"a named pipe \(FIFO\)"), ("/dev/null", "a character device")):
         with pytest.raises(DataError, match=f"is {kind}, not a regular file: a dataset is one file"):
             load_dataset_file(path)
+    # A folder may be a BEIR folder: one that is not says what such a folder holds.
+    with pytest.raises(DataError, match=r"no queries.jsonl: a BEIR folder holds corpus.jsonl, queries.jsonl and qrels"):
+        load_dataset_file(tmp_path / "folder.jsonl")
 
 
 def test_lines_ended_by_a_carriage_return_alone_are_named_as_such(tmp_path):
