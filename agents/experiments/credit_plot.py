@@ -34,14 +34,18 @@ def _captions(view: dict[str, Any]) -> dict[str, str]:
     learners = view["learners"]
     if "cw-grpo" in learners:
         moved = len(differs_from_grpo(view, "cw-grpo"))
+        positive = any(_first(view, "grpo", i) > TOLERANCE for i in range(n))
         out["cw-grpo"] = ("GRPO's advantage moved onto contributing searches.\n"
-                          + (f"Look for: right answers' other searches at 0 ({moved}/{n})."
-                             if moved else "Here GRPO's: right answers' searches all contributed."))
+                          + (f"Look for: right answers' other searches at 0 ({moved}/{n})." if moved
+                             else "Here GRPO's: right answers' searches all contributed." if positive
+                             else "Here GRPO's: no rollout beat its group, nothing to move."))
     if "e-grpo" in learners:
         k = groups_with_signal(view, "e-grpo")[0]
+        partial = any(0 < r < 1 for r in learners["e-grpo"]["reward"])
         out["e-grpo"] = ("Wrong answers earn 0.3 x relative entity match.\n"
-                         + (f"Look for: signal GRPO lacks ({k}/{g} groups, GRPO {k0})."
-                            if differs_from_grpo(view, "e-grpo") else "Here GRPO's: no wrong answer matched an entity."))
+                         + (f"Look for: signal GRPO lacks ({k}/{g} groups, GRPO {k0})." if differs_from_grpo(view, "e-grpo")
+                            else "Here GRPO's: equal partial credit within each group." if partial
+                            else "Here GRPO's: no wrong answer matched an entity."))
     if "cosearch" in learners:
         out["cosearch"] = ("F1 (-0.2 for a bad format) replaces EM, per group.\n"
                            + ("Look for: partial F1 and format penalties."

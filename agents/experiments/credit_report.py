@@ -95,7 +95,11 @@ def learner_notes(view: dict[str, Any]) -> dict[str, str]:
         partial = sum(0 < r < 1 for r in e["reward"])
         dropped = n - sum(e["include"])
         wrong = [i for i, row in enumerate(rows) if row["format_valid"] and row["em"] < 1 and row["finish"] != "over_long"]
-        if partial:
+        same = not differs_from_grpo(view, "e-grpo")
+        if partial and same:
+            why = [f"partial credit for {partial} of {len(wrong)} wrong, well-formed answers, but the same within each group (the same "
+                   "share of gold entities matched), and rewards normalised within a group then give GRPO's advantages"]
+        elif partial:
             why = [f"partial credit for {partial} of {len(wrong)} wrong, well-formed answers (their thinking matched gold entities)"]
         elif wrong:
             why = [f"none of the {len(wrong)} wrong, well-formed answers matched a gold entity in its thinking, so each earned 0, as under GRPO"]
@@ -103,7 +107,7 @@ def learner_notes(view: dict[str, Any]) -> dict[str, str]:
             why = ["no answer was both wrong and well formed, so no partial credit to give"]
         if dropped:
             why.append(f"{dropped} over-long rollouts left out of the loss (their reward 0 stays in the group's statistics)")
-        notes["e-grpo"] = ("" if differs_from_grpo(view, "e-grpo") else "GRPO's signal: ") + "; ".join(why)
+        notes["e-grpo"] = ("GRPO's signal: " if same else "") + "; ".join(why)
     if "cosearch" in learners:
         penalized = sum(r < 0 for r in learners["cosearch"]["reward"])
         partial_f1 = sum(0 < row["f1"] < 1 for row in rows)

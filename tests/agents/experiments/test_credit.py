@@ -265,3 +265,14 @@ def test_the_main_job_has_a_view_and_ends_with_what_to_do_next(tmp_path):
     assert "docs/frameworks.md" in lines[5] and "docs/credit-view.md" in lines[6]
     # the learning check itself is not told to run the learning check
     assert "cpu-learn" not in learners.next_steps(tmp_path, "start/model", "cpu-learn")
+
+
+def test_e_grpo_partial_credit_that_changes_nothing_is_said_so():
+    # Right answer EM 1; two wrong answers with the same entity rate 0.5 (max 0.5 -> gamma_hat 1): rewards [1, 0.3, 0.3],
+    # an affine map of EM [1, 0, 0] within the group, so the same advantages: (r - mean) / std is unchanged.
+    infos = [trajectory(["search", "answer"], [1, None], em=em, f1=em, rate=0.5) for em in (1.0, 0.0, 0.0)]
+    view = credit_view([Rollout(k, i, 2) for k, i in enumerate(infos)], view_configs({}, ("grpo", "e-grpo")))
+    assert view["learners"]["e-grpo"]["reward"] == pytest.approx([1.0, 0.3, 0.3])
+    assert differs_from_grpo(view, "e-grpo") == []
+    assert learner_notes(view)["e-grpo"].startswith("GRPO's signal: partial credit for 2 of 2 wrong, well-formed answers, but the same "
+                                                    "within each group")
