@@ -128,6 +128,8 @@ PRESETS = {
     # other) instead of one process at two threads. 2 RL steps and no evaluation of the released model
     # (`--eval-base` does it, ~40 s; it scored 0.000 on these questions in every run): with 3 steps and that
     # evaluation the job took 15.3-15.7 minutes on 2 idle cores, over its 15.
+    # The credit view: 4 questions (the 2 steps' 2 + 2, so every question the learners train on) x 8 rollouts,
+    # sampled in the process that finishes GRPO, CW-GRPO and E-GRPO while COSEARCH still trains.
     "cpu": Preset("smollm2-135m", 1000, (1, 2), 8, 2, 2, 4, 20, 64, 512, 1, 1e-5, SHORT_TEMPLATE, gradient_checkpointing=False,
                   max_batch_rows=64, max_turns=4, workers=2, eval_base=False, credit_questions=4),
     # The learning check: 2-hop questions (two search rounds that differ in contribution), a short cold start

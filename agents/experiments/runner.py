@@ -2,8 +2,9 @@
 its evaluation), then each learner trained from it and evaluated, one after another or side by side in
 `Preset.workers` processes, each behind a progress bar (`agents.experiments.progress`).
 
-With `resume`, every learner checkpoints after each RL step, and a rerun keeps what an earlier run of the
-same setting finished (`agents.experiments.resume`). Each seed's results carry the fingerprint of its
+With `Preset.credit_questions`, the credit view (`agents.experiments.credit`) is one more job after the
+learners, in the process that finishes its learners first. With `resume`, every learner checkpoints after
+each RL step, and a rerun keeps what an earlier run of the same setting finished (`agents.experiments.resume`). Each seed's results carry the fingerprint of its
 evaluation env (`agents.experiments.fingerprint`): learners evaluated on another env than their start
 policy are refused, since they could not be paired with it.
 """
