@@ -43,7 +43,8 @@ def _captions(view: dict[str, Any]) -> dict[str, str]:
         k = groups_with_signal(view, "e-grpo")[0]
         partial = any(0 < r < 1 for r in learners["e-grpo"]["reward"])
         out["e-grpo"] = ("Wrong answers earn 0.3 x relative entity match.\n"
-                         + (f"Look for: signal GRPO lacks ({k}/{g} groups, GRPO {k0})." if differs_from_grpo(view, "e-grpo")
+                         + (f"Look for: signal GRPO lacks ({k}/{g} groups, GRPO {k0})." if k > k0
+                            else "Look for: wrong answers naming entities pushed down less." if differs_from_grpo(view, "e-grpo")
                             else "Here GRPO's: equal partial credit within each group." if partial
                             else "Here GRPO's: no wrong answer matched an entity."))
     if "cosearch" in learners:

@@ -242,6 +242,8 @@ def test_the_figure_colours_each_round_by_its_advantage(view, tmp_path):
     caption = panels["CW-GRPO"].get_title(loc="left").split("\n")[1:]
     assert len(caption) == 2 and "(1/4)" in caption[1]
     assert "changes only the loss" in panels["GSPO"].get_title(loc="left")
+    # E-GRPO gives this group signal as GRPO does (1 of 1 groups), with its wrong answers pushed down by how many entities they named
+    assert "pushed down less" in panels["E-GRPO"].get_title(loc="left")
     # COSEARCH's ranker: its own rollouts as rows, labelled in a first column; round 1 holds each call
     ranker = panels["COSEARCH ranker"]
     cells = {(round(t.get_position()[1]), round(t.get_position()[0])): t.get_text() for t in ranker.texts}
