@@ -44,7 +44,7 @@ def plot_curves(results: dict[str, Any], learners: list[str], path: str | Path):
     grid = fig.add_gridspec(2, len(TRAINING_PANELS), height_ratios=(1, 1.1))
     spread = (len(learners) - 1) / 2
     steps = sorted({m["step"] for name in learners for m in results[name]["history"]})
-    few = len(steps) < MIN_TREND_STEPS
+    few = 0 < len(steps) < MIN_TREND_STEPS
     for col, (key, title) in enumerate(TRAINING_PANELS):
         ax = fig.add_subplot(grid[0, col])
         for k, name in enumerate(learners):
@@ -134,7 +134,7 @@ def _questions(results: dict[str, Any], learners: list[str]) -> str:
 
 def _caption(results: dict[str, Any], learners: list[str]) -> str:
     steps = len({m["step"] for name in learners for m in results[name]["history"]})
-    if steps < MIN_TREND_STEPS:
+    if 0 < steps < MIN_TREND_STEPS:
         text = (f"Top: each RL step's rollouts, one point per learner. {steps} step(s) are too few for a trend, so no lines: "
                 "every step trains on other questions (easier or harder ones), so compare the learners within a step, where "
                 "they saw the same questions, not the steps with each other. What each learner does differently with the "
