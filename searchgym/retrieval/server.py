@@ -225,6 +225,38 @@ def parse_retrieve_request(payload: Any, config: ServerConfig) -> RetrieveReques
     return RetrieveRequest(queries, topk, return_scores)
 
 
+def retrieve_endpoint(config: ServerConfig, worker, batcher):
+    """`POST /retrieve` over the batcher, or over the retriever process when there is one."""
+
+    async def retrieve(scope, receive) -> tuple[int, bytes] | None:
+        """`POST /retrieve`: the status and JSON body of the answer, None when the client went away."""
+        try:
+            body = await read_body(scope, receive, config.max_body_bytes, config.body_timeout_s)
+            if body is None:
+                return None
+            try:
+                payload = decode_json(body)
+            except RecursionError:
+                raise RequestRejected(422, "the body's JSON is nested too deeply") from None
+            except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, an integer of over 4300 digits
+                raise RequestRejected(422, f"the body is not valid JSON: {e}") from None
+            req = parse_retrieve_request(payload, config)
+        except RequestRejected as e:
+            return e.status, encode_json({"detail": str(e)})
+        try:
+            if worker is not None:  # the retriever process encodes the answer itself
+                return await worker.submit(req.queries, req.topk, req.return_scores)
+            hits = await batcher.submit(req.queries, req.topk)
+        except RetrieverRestarting as e:
+            # 503 + Retry-After: the request is fine, the retriever is briefly away; clients retry.
+            return 503, encode_json({"detail": f"retriever restarting: {e}"}), retry_after(e.retry_after_s)
+        except Exception as e:
+            return 500, encode_json({"detail": f"retrieval failed: {type(e).__name__}: {e}"})
+        return 200, encode_json(render_results(hits, req.return_scores))
+
+    return retrieve
+
+
 def create_app(retriever: Retriever | Callable[[], Retriever], config: ServerConfig | None = None):
     """The FastAPI application serving `retriever` (with `config.retriever_process`, a factory of one
     works too: it is called in the retriever process)."""
@@ -269,32 +301,6 @@ def create_app(retriever: Retriever | Callable[[], Retriever], config: ServerCon
     def _json(body: Any, status: int = 200) -> Response:
         return Response(encode_json(body), status_code=status, media_type="application/json")
 
-    async def retrieve(scope, receive) -> tuple[int, bytes] | None:
-        """`POST /retrieve`: the status and JSON body of the answer, None when the client went away."""
-        try:
-            body = await read_body(scope, receive, config.max_body_bytes, config.body_timeout_s)
-            if body is None:
-                return None
-            try:
-                payload = decode_json(body)
-            except RecursionError:
-                raise RequestRejected(422, "the body's JSON is nested too deeply") from None
-            except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, an integer of over 4300 digits
-                raise RequestRejected(422, f"the body is not valid JSON: {e}") from None
-            req = parse_retrieve_request(payload, config)
-        except RequestRejected as e:
-            return e.status, encode_json({"detail": str(e)})
-        try:
-            if worker is not None:  # the retriever process encodes the answer itself
-                return await worker.submit(req.queries, req.topk, req.return_scores)
-            hits = await batcher.submit(req.queries, req.topk)
-        except RetrieverRestarting as e:
-            # 503 + Retry-After: the request is fine, the retriever is briefly away; clients retry.
-            return 503, encode_json({"detail": f"retriever restarting: {e}"}), retry_after(e.retry_after_s)
-        except Exception as e:
-            return 500, encode_json({"detail": f"retrieval failed: {type(e).__name__}: {e}"})
-        return 200, encode_json(render_results(hits, req.return_scores))
-
     @app.get("/health")
     async def health() -> Response:
         if worker is not None:
@@ -309,7 +315,7 @@ def create_app(retriever: Retriever | Callable[[], Retriever], config: ServerCon
     # `RetrievalApp` answers `POST /retrieve` before routing; the route is there so that another method
     # gets Starlette's 405, as for any POST-only path.
     app.router.routes.append(Route("/retrieve", unreachable, methods=["POST"]))
-    app.retrieve_endpoint = retrieve
+    app.retrieve_endpoint = retrieve_endpoint(config, worker, batcher)
     return app
 
 

@@ -169,6 +169,76 @@ def _contains(haystack_key: str, needle_key: str) -> bool:
     return bool(needle_key) and f" {needle_key} " in f" {haystack_key} "
 
 
+class _EpisodeText:
+    """What a phrase's evidence is read from: the question, and the documents each search showed."""
+
+    def __init__(self, question: str, searches: Sequence[SearchView]) -> None:
+        self.q_phrases = extract_phrases(question)
+        self.q_key = normalize(question)
+        self.q_cues = cue_keys(question, exclude=self.q_phrases)
+        self.searched_keys = [normalize(s.query) for s in searches]
+        titles = [d.title for s in searches for d in s.docs]
+        self.title_keys = {normalize(t) for t in titles}
+        self.topic_keys = {normalize(p) for p in self.q_phrases} | set(self.searched_keys)
+        # Per search (latest first), per document: its phrases, with the sentences they occur in.
+        self.doc_phrases: list[tuple[int, int, DocView, list[str]]] = [
+            (age, rank, doc, extract_phrases(f"{doc.title}. {doc.text}", titles=titles))
+            for age, search in enumerate(reversed(searches))
+            for rank, doc in enumerate(search.docs)
+        ]
+        self.order: list[str] = []  # the documents' phrases, first seen first
+        self.first_age: dict[str, int] = {}
+        for age, _, _, phrases in self.doc_phrases:
+            for p in phrases:
+                key = normalize(p)
+                if key not in self.first_age:
+                    self.order.append(p)
+                self.first_age[key] = age if key not in self.first_age else min(self.first_age[key], age)
+        self._sentences: dict[int, list[tuple[str, str]]] = {}
+
+    def sentences_of(self, doc: DocView) -> list[tuple[str, str]]:
+        found = self._sentences.get(id(doc))
+        if found is None:
+            found = [(s, normalize(s)) for s in split_sentences(f"{doc.title}. {doc.text}")]
+            self._sentences[id(doc)] = found
+        return found
+
+    def evidence(self, phrase: str) -> Evidence:
+        key = normalize(phrase)
+        mentions, cue, cue_last = 0, 0.0, 0.0
+        in_last = in_top = on_topic = False
+        for age, rank, doc, _ in self.doc_phrases:
+            hit_doc = False
+            for sentence, s_key in self.sentences_of(doc):
+                if not _contains(s_key, key):
+                    continue
+                hit_doc = True
+                mentions += f" {s_key} ".count(f" {key} ")
+                if self.q_cues:
+                    share = len(cue_keys(sentence, exclude=[phrase]) & self.q_cues) / len(self.q_cues)
+                    cue = max(cue, share)
+                    if age == 0:
+                        cue_last = max(cue_last, share)
+            if hit_doc:
+                in_last |= age == 0
+                in_top |= age == 0 and rank == 0
+                t_key = normalize(doc.title)
+                on_topic |= any(_contains(t_key, k) or _contains(k, t_key) for k in self.topic_keys if k)
+        return Evidence(
+            in_question=_contains(self.q_key, key),
+            is_title=key in self.title_keys,
+            searched=any(_contains(s, key) for s in self.searched_keys),
+            in_last=in_last,
+            in_top_doc=in_top,
+            mentions=mentions,
+            cue=cue,
+            cue_last=cue_last,
+            on_topic=on_topic,
+            age=self.first_age.get(key, 0),
+            words=len(phrase.split()),
+        )
+
+
 def build_candidates(question: str, searches: Sequence[SearchView]) -> CandidateSet:
     """The search and answer candidates of an episode that asked `question` and made `searches`.
 
@@ -177,81 +247,16 @@ def build_candidates(question: str, searches: Sequence[SearchView]) -> Candidate
     phrases in the same order, then the question's phrases. The whole question as a query is not a
     candidate here; `DiscreteCandidateActions` gives it a fixed slot.
     """
-    q_phrases = extract_phrases(question)
-    q_key = normalize(question)
-    q_cues = cue_keys(question, exclude=q_phrases)
-    searched_keys = [normalize(s.query) for s in searches]
-    titles = [d.title for s in searches for d in s.docs]
-    title_keys = {normalize(t) for t in titles}
-    topic_keys = {normalize(p) for p in q_phrases} | set(searched_keys)
-
-    # Per search (latest first), per document: its phrases, with the sentences they occur in.
-    doc_phrases: list[tuple[int, int, DocView, list[str]]] = []
-    for age, search in enumerate(reversed(searches)):
-        for rank, doc in enumerate(search.docs):
-            doc_phrases.append((age, rank, doc, extract_phrases(f"{doc.title}. {doc.text}", titles=titles)))
-
-    order: list[str] = []
-    first_age: dict[str, int] = {}
-    for age, _, _, phrases in doc_phrases:
-        for p in phrases:
-            key = normalize(p)
-            if key not in first_age:
-                order.append(p)
-            first_age[key] = age if key not in first_age else min(first_age[key], age)
-
-    sentence_cache: dict[int, list[tuple[str, str]]] = {}
-
-    def sentences_of(doc: DocView) -> list[tuple[str, str]]:
-        found = sentence_cache.get(id(doc))
-        if found is None:
-            found = [(s, normalize(s)) for s in split_sentences(f"{doc.title}. {doc.text}")]
-            sentence_cache[id(doc)] = found
-        return found
-
-    def evidence(phrase: str) -> Evidence:
-        key = normalize(phrase)
-        mentions, cue, cue_last = 0, 0.0, 0.0
-        in_last = in_top = on_topic = False
-        for age, rank, doc, _ in doc_phrases:
-            hit_doc = False
-            for sentence, s_key in sentences_of(doc):
-                if not _contains(s_key, key):
-                    continue
-                hit_doc = True
-                mentions += f" {s_key} ".count(f" {key} ")
-                if q_cues:
-                    share = len(cue_keys(sentence, exclude=[phrase]) & q_cues) / len(q_cues)
-                    cue = max(cue, share)
-                    if age == 0:
-                        cue_last = max(cue_last, share)
-            if hit_doc:
-                in_last |= age == 0
-                in_top |= age == 0 and rank == 0
-                t_key = normalize(doc.title)
-                on_topic |= any(_contains(t_key, k) or _contains(k, t_key) for k in topic_keys if k)
-        return Evidence(
-            in_question=_contains(q_key, key),
-            is_title=key in title_keys,
-            searched=any(_contains(s, key) for s in searched_keys),
-            in_last=in_last,
-            in_top_doc=in_top,
-            mentions=mentions,
-            cue=cue,
-            cue_last=cue_last,
-            on_topic=on_topic,
-            age=first_age.get(key, 0),
-            words=len(phrase.split()),
-        )
-
+    text = _EpisodeText(question, searches)
     cache: dict[str, Candidate] = {}
 
     def candidate(phrase: str) -> Candidate:
         key = normalize(phrase)
         if key not in cache:
-            cache[key] = Candidate(phrase, evidence(phrase))
+            cache[key] = Candidate(phrase, text.evidence(phrase))
         return cache[key]
 
+    q_phrases, order = text.q_phrases, text.order
     doc_keys = {normalize(p) for p in order}
     q_keys = {normalize(p) for p in q_phrases}
     search = [candidate(p) for p in q_phrases] + [candidate(p) for p in order if normalize(p) not in q_keys]
