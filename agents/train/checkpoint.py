@@ -124,10 +124,21 @@ def load_newest_valid(root: Path, models: Mapping[str, torch.nn.Module], optimiz
     """Load the newest checkpoint under `root` that loads (see the module docstring); (its path, its state),
     or None when there is none. Raises `CheckpointError` listing each checkpoint refused when all are.
     `check` is passed to `load_checkpoint`."""
+    return newest_that_loads(root, lambda path: load_checkpoint(path, models, optimizers, check=check))
+
+
+def newest_that_loads(root: Path, load: Callable[[Path], dict[str, Any]],
+                      usable: Callable[[Path], None] | None = None) -> tuple[Path, dict[str, Any]] | None:
+    """(path, state) of the newest checkpoint under `root` that `load(path)` loads without a `CheckpointError`,
+    each refused one before it named in a warning; None when there is none. Raises `CheckpointError`
+    listing each checkpoint refused when all are. Any other error of `load` stops the search, as does any
+    error of `usable(path)`, called on each checkpoint before it is loaded (one no fallback can mend)."""
     refused: list[str] = []
     for path in reversed(list_checkpoints(root)):
+        if usable is not None:
+            usable(path)
         try:
-            state = load_checkpoint(path, models, optimizers, check=check)
+            state = load(path)
         except CheckpointError as e:
             logger.warning("refused checkpoint %s: %s; trying the one before it", path, e)
             refused.append(f"{path.name}: {e}")

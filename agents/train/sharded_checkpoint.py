@@ -41,7 +41,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from agents.train.checkpoint import CheckpointError, list_checkpoints, rng_state, set_rng_state, trainable_state
+from agents.train.checkpoint import CheckpointError, list_checkpoints, newest_that_loads, rng_state, set_rng_state, trainable_state
 from agents.train.checkpoint_checks import FORMAT, REMEDY, check_weights, layout_problem, read_verified_state, write_manifest
 from searchgym.retrieval.integrity import sync_folder, sync_tree
 
@@ -124,24 +124,14 @@ def load_newest_sharded(root: Path, sharded, optimizer, scheduler,
     when there is none. `check(path, state)` may refuse a checkpoint (`CheckpointError`) before anything is
     loaded. `whole`: the models `save_sharded` wrote whole, restored on every rank. Raises `CheckpointError`
     listing each checkpoint refused when all are."""
-    refused: list[str] = []
-    for path in reversed(list_checkpoints(root)):
+
+    def sharded_run(path: Path) -> None:
         if not is_sharded(path) and (path / "policy.safetensors").exists():
             raise CheckpointError(f"{path} holds whole weights (a run without sharding): resume it without --sharding fsdp2, "
                                   "or start a new out_dir")
-        try:
-            state = _load_sharded(path, sharded, optimizer, scheduler, check, whole or {})
-        except CheckpointError as e:
-            logger.warning("refused checkpoint %s: %s; trying the one before it", path, e)
-            refused.append(f"{path.name}: {e}")
-            continue
-        if refused:
-            logger.warning("resuming from %s instead of the newer checkpoint(s) refused: %s", path, "; ".join(refused))
-        return path, state
-    if refused:
-        raise CheckpointError(f"no checkpoint under {root} loads; delete the refused ones to start over, or restore "
-                              "them from a backup:\n  " + "\n  ".join(refused))
-    return None
+
+    return newest_that_loads(root, lambda path: _load_sharded(path, sharded, optimizer, scheduler, check, whole or {}),
+                             usable=sharded_run)
 
 
 def _load_sharded(path: Path, sharded, optimizer, scheduler, check, whole: Mapping[str, torch.nn.Module]) -> dict[str, Any]:
