@@ -12,11 +12,12 @@ import numpy as np
 
 from searchgym.corpus import Corpus, Document
 from searchgym.data.records import QARecord
+from searchgym.envs.arguments import JudgeMode, check_arguments, check_scorable, choose_index
 from searchgym.envs.credit import EpisodeCredit, auto_judge, episode_judge
-from searchgym.envs.rendering import require_pillow, text_to_rgb
+from searchgym.envs.rendering import text_to_rgb
 from searchgym.envs.spaces import UnicodeText
 from searchgym.errors import BatchError, ConfigError, EpisodeStateError
-from searchgym.info import (SCHEMA_VERSION, SCHEMA_VERSIONS, ResetInfo, RewardParts, ShownDoc, StepInfo, as_reset_schema,
+from searchgym.info import (SCHEMA_VERSION, ResetInfo, RewardParts, ShownDoc, StepInfo, as_reset_schema,
                             as_step_schema, candidates_v1)
 from searchgym.judges.base import Judge, resolve_judge
 from searchgym.protocol import Action, ActionProtocol, resolve_protocol
@@ -30,27 +31,9 @@ from searchgym.rewards.answer import AnswerReward
 logger = logging.getLogger(__name__)
 
 EntityMatch = Literal["normalized", "exact"]
-JudgeMode = Literal["sync", "deferred"]
 """How a gold entity matches the thinking text (the `entity_match` argument)."""
 
 MAX_TEXT = 1_000_000
-
-
-def _check_scorable(records: Sequence[QARecord], reward: object, by_documents: bool) -> None:
-    """A reward that no question can earn is a `ConfigError`: the same score for every episode."""
-    if by_documents:
-        if not any(r.gold_docs for r in records):
-            raise ConfigError(f"answer_reward={reward!r} scores the documents shown against gold documents, and none of "
-                              "the questions has any; use an answer reward such as 'em'")
-        return
-    unanswered = sum(not r.answers for r in records)
-    if unanswered == len(records):
-        raise ConfigError("none of the questions has a gold answer (BEIR queries are judged by their documents): an "
-                          "answer reward scores every episode 0; pass answer_reward='doc_recall' or 'doc_ndcg' "
-                          "(the judged documents found), see searchgym.rewards.documents")
-    if unanswered:
-        logger.warning("%d of %d questions have no gold answer, so the answer reward scores them 0; "
-                       "answer_reward='doc_recall' or 'doc_ndcg' scores the documents found", unanswered, len(records))
 
 
 class SearchQAEnv(gym.Env[str, str]):
@@ -209,22 +192,10 @@ class SearchQAEnv(gym.Env[str, str]):
     ):
         if not records:
             raise ConfigError("SearchQAEnv needs at least one question record")
-        top_k, candidates = _count("top_k", top_k), _count("candidates", candidates)
-        max_turns, max_query_chars = _count("max_turns", max_turns), _count("max_query_chars", max_query_chars)
-        if not isinstance(match_entities, (bool, np.bool_)):
-            raise ConfigError(f"match_entities must be True or False, got {match_entities!r}")
-        if candidates < top_k:
-            raise ConfigError(f"candidates ({candidates}) must be >= top_k ({top_k}): the ranker picks top_k from the pool")
-        if render_mode not in (None, "ansi", "rgb_array"):
-            raise ConfigError(f"render_mode must be None, 'ansi' or 'rgb_array', got {render_mode!r}")
-        if render_mode == "rgb_array":
-            require_pillow()
-        if template is not None and "{question}" not in template:
-            raise ConfigError("template must contain a '{question}' field")
-        if judge_mode is not None and judge_mode not in get_args(JudgeMode):
-            raise ConfigError(f"judge_mode must be None, 'sync' or 'deferred', got {judge_mode!r}")
-        if info_schema not in SCHEMA_VERSIONS:
-            raise ConfigError(f"info_schema must be one of {SCHEMA_VERSIONS} (searchgym.info), got {info_schema!r}")
+        top_k, candidates, max_turns, max_query_chars = check_arguments(
+            top_k=top_k, candidates=candidates, max_turns=max_turns, max_query_chars=max_query_chars,
+            match_entities=match_entities, render_mode=render_mode, template=template, judge_mode=judge_mode,
+            info_schema=info_schema)
         self.info_schema = info_schema
         self.records = list(records)
         self._by_id = {r.id: i for i, r in enumerate(self.records)}
@@ -236,7 +207,7 @@ class SearchQAEnv(gym.Env[str, str]):
         scorer, self.doc_reward = resolve_episode_reward(answer_reward)
         """`doc_reward`: the document reward the answering step gets (`answer_reward="doc_recall"`...), else None."""
         self.answer_reward = scorer or self.doc_reward
-        _check_scorable(self.records, answer_reward, self.doc_reward is not None)
+        check_scorable(self.records, answer_reward, self.doc_reward is not None)
         self.protocol = resolve_protocol(action_format, template=template, max_query_chars=max_query_chars, doc_format=doc_format,
                                          no_match_hint=no_match_hint)
         self.top_k, self.candidates, self.max_turns = top_k, candidates, max_turns
@@ -359,30 +330,7 @@ class SearchQAEnv(gym.Env[str, str]):
     # -- steps ------------------------------------------------------------------------------------------
 
     def _choose_index(self, options: Any) -> int:
-        if not isinstance(options, dict):
-            raise ConfigError(f"reset options must be a dict such as {{'index': 0}}, got {type(options).__name__}")
-        unknown = set(options) - {"index", "question_id"}
-        if unknown:
-            raise ConfigError(f"unknown reset options {sorted(map(str, unknown))}; use 'index' or 'question_id'")
-        if len(options) == 2:
-            raise ConfigError("reset options 'index' and 'question_id' both given; choose the question one way")
-        if "question_id" in options:
-            qid = options["question_id"]
-            if isinstance(qid, bool) or not isinstance(qid, (str, int, np.integer)):
-                raise ConfigError(f"reset option question_id must be a question id (text), got {type(qid).__name__}")
-            try:
-                return self._by_id[str(qid)]
-            except KeyError:
-                raise ConfigError(f"reset option question_id: no question with id {qid!r}") from None
-        if "index" in options:
-            i = options["index"]
-            if isinstance(i, (bool, np.bool_)) or not isinstance(i, (int, np.integer)):
-                raise ConfigError(f"reset option index must be an integer, got {str(i)[:40]!r} ({type(i).__name__})")
-            if not 0 <= i < len(self.records):
-                raise ConfigError(f"reset option index {i} out of range: {len(self.records)} questions (0 to "
-                                  f"{len(self.records) - 1})")
-            return int(i)
-        return int(self.np_random.integers(len(self.records)))
+        return choose_index(options, len(self.records), self._by_id, self.np_random)
 
     def _parse(self, action: object) -> Action:
         if isinstance(action, bytes):
@@ -469,11 +417,3 @@ class SearchQAEnv(gym.Env[str, str]):
                                else subem if reward is substring_exact_match else float(reward(answer, golds)))
         parts["em"], parts["f1"], parts["cover_em"], parts["subem"] = em, f1, cover_em, subem
         return parts["answer"]
-
-
-def _count(name: str, value: Any) -> int:
-    """`value` as an int >= 1, or a `ConfigError` naming the argument: 2.5, "3" and True are not counts
-    (they were taken as such, or failed far from the call)."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ConfigError(f"{name} must be an integer >= 1, got {str(value)[:40]!r} ({type(value).__name__})")
-    return int(value)
