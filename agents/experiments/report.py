@@ -13,6 +13,7 @@ import numpy as np
 from agents.experiments.curves import plot_curves
 from agents.experiments.paired import HEADER, RULE, paired_difference
 from agents.experiments.presets import SFT, eval_questions_name
+from agents.experiments.ranker_steps import ranker_hits_table
 from agents.experiments.tool_calls import tool_call_check
 from agents.train.metrics import SIGNALS
 
@@ -157,6 +158,9 @@ def write_report(per_seed: dict[int, dict], learners: list[str], preset: dict, s
     seeds = list(per_seed)
     check = (f"Scored on {preset['eval_questions']} {eval_questions_name(preset)}.\n\n"
              + learning_check(per_seed, learners, preset["eval_questions"]) + paired_sections(per_seed, learners, preset.get("eval_samples")))
+    hits = ranker_hits_table(per_seed) if "cosearch" in learners else None
+    if hits:
+        check += "\n\nCOSEARCH's ranker, Hit@1 against the retriever's at each RL step (ranker / retriever):\n\n" + hits
     options = preset.get("learner_options") or {}
     if options:
         check += "\n\nLearner options: " + "; ".join(f"{n}: " + ", ".join(f"{k}={v}" for k, v in o.items()) for n, o in options.items())

@@ -88,7 +88,9 @@ def _evaluate(trainer, what: str, samples: int = 0) -> tuple[dict[str, float], d
     rows = getattr(getattr(trainer.rollout_policy, "config", None), "max_batch_rows", None)
     budget = evaluation_budget(c.eval_questions, c.env.max_turns, c.rollout.max_turn_tokens, rows, samples)
     how = f"greedy + Avg@{samples}" if samples >= 2 else "greedy"
-    with phase(f"[{what}] {how} eval, {c.eval_questions} test questions (model passes, at most)", budget, "pass") as bar, \
+    from agents.train.setup import eval_split
+
+    with phase(f"[{what}] {how} eval, {c.eval_questions} {eval_split(c)} questions (model passes, at most)", budget, "pass") as bar, \
             counting_passes(_local_model(trainer), bar):
         result = trainer.evaluation(samples=samples)
     return result.metrics, {"eval_em": result.em, "eval_searches": result.searches,

@@ -204,3 +204,16 @@ def test_the_report_adds_the_searches_against_grpo_when_runs_kept_them():
     del per_seed[0]["grpo"]["eval_searches"]  # a run made before per-question searches were kept
     assert tool_call_check(per_seed, ["grpo", "e-grpo"]) is None
     assert "Searches per episode" not in learner_report.paired_sections(per_seed, ["grpo", "e-grpo"])
+
+
+def test_the_rankers_hit_at_1_against_the_retrievers_step_by_step():
+    from agents.experiments.ranker_steps import ranker_hits_table
+
+    steps = [{"ranker/hit@1": 0.6, "ranker/retriever_hit@1": 0.6}, {"rollout/reward": 0.5},
+             {"ranker/hit@1": 0.9, "ranker/retriever_hit@1": 0.7}, {"ranker/hit@1": 1.0, "ranker/retriever_hit@1": 0.6}]
+    table = ranker_hits_table({0: {"cosearch": {"history": steps}}, 1: {"cosearch": {"history": steps[:1]}}, 2: {"grpo": {}}}, last=2)
+    rows = table.splitlines()
+    # Seed 0's last two steps that report both: +0.2 and +0.4, mean +0.3; a step without ranker calls shows a dash.
+    assert rows[2] == "| 0 | 0.60 / 0.60 | - | 0.90 / 0.70 | 1.00 / 0.60 | +0.300 |"
+    assert rows[3] == "| 1 | 0.60 / 0.60 | - | - | - | +0.000 |" and len(rows) == 4
+    assert ranker_hits_table({0: {"grpo": {"history": steps}}}) is None
