@@ -43,7 +43,7 @@ from pathlib import Path
 
 from agents.experiments.curves import plot_curves
 from agents.experiments.merge import merge_results, start_evaluation
-from agents.experiments.presets import PRESETS, RL_LEARNERS, SFT, WHAT_DIFFERS, Preset, eval_questions_name, parse_learner_options
+from agents.experiments.presets import PRESETS, RL_LEARNERS, SFT, WHAT_DIFFERS, Preset, eval_questions_name, parse_env_options, parse_learner_options
 from agents.experiments.report import seed_table, signal_table, write_report
 from agents.experiments.runner import backend_options, run_seed
 from searchgym.errors import ConfigError
@@ -61,6 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "(presets with one: cpu-ranker, cpu-rounds) to choose a setting, or on its test split (the default), the "
                    "reported questions")
     p.add_argument("--data-path", help="override the question file of a preset over one (cpu-hotpotqa)")
+    p.add_argument("--env-option", nargs="+", default=[], metavar="OPTION=VALUE", help="set a gym.make option of the preset's "
+                   "env (Preset.env_options: decoy_rate=0.3, aside_rate=0.5, ...) for this run; part of the setting")
     p.add_argument("--lr", type=float, help="override the preset's RL learning rate")
     p.add_argument("--questions", type=int, help="override the preset's questions per RL step")
     p.add_argument("--group", type=int, help="override the preset's rollouts per question (G)")
@@ -109,6 +111,8 @@ def _preset(args: argparse.Namespace) -> Preset:
                                    ("gradient_checkpointing", args.gradient_checkpointing)) if v is not None}
     if args.learner_option:
         overrides["learner_options"] = parse_learner_options(args.learner_option, preset.learner_options)
+    if args.env_option:
+        overrides["env_options"] = parse_env_options(args.env_option, preset.env_options)
     return replace(preset, **overrides)
 
 

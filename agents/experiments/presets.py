@@ -197,6 +197,21 @@ def preset_fields(stored: dict) -> dict:
                if f.default is not MISSING or f.default_factory is not MISSING}, **stored}
 
 
+def parse_env_options(items: list[str], base: dict | None = None) -> dict:
+    """`["decoy_rate=0.3", ...]` -> `{"decoy_rate": 0.3}` on top of `base` (values as JSON, else text); the env
+    checks the names when it is built."""
+    out = dict(base or {})
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not (sep and key):
+            raise ConfigError(f"--env-option takes OPTION=VALUE (e.g. decoy_rate=0.3), got {item!r}")
+        try:
+            out[key] = json.loads(text)
+        except json.JSONDecodeError:
+            out[key] = text
+    return out
+
+
 def parse_learner_options(items: list[str], base: dict[str, dict] | None = None) -> dict[str, dict]:
     """`["cw-grpo.kl_coef=0", ...]` -> `{"cw-grpo": {"kl_coef": 0}}` on top of `base`, each option checked
     against its learner's config (a field it has, a value it accepts)."""

@@ -101,4 +101,11 @@ def report(results: dict[str, Any]) -> str:
         lines.append(f"| {g['setting']} | {g['questions']} | {g['candidates']} / {g['top_k']} | {_f(r['answer_in_pool'])} | "
                      f"{_f(r['answer_shown'])} -> {_f(o['answer_shown'])} | {_f(r['em'])} | {_f(o['em'])} | {_f(r['f1'])} | "
                      f"{_f(o['f1'])} | {g['f1_change']:+.3f} | {'-' if math.isnan(rel) else f'{rel:+.1%}'} |")
+    if results.get("retrieval"):
+        lines += ["", "Retrieval room (no model): the share of the oracle's searches whose gold passage the retriever ranks first, "
+                      "and within the pool; all first: questions whose every search has it first", "",
+                  "| setting | questions | pool | first, by search | in pool, by search | all first |", "|---|---|---|---|---|---|"]
+    for g in results.get("retrieval", []):
+        lines.append(f"| {g['setting']} | {g['questions']} | {g['candidates']} | {', '.join(map(_f, g['first']))} | "
+                     f"{', '.join(map(_f, g['in_pool']))} | {_f(g['all_first'])} |")
     return "\n".join(lines)

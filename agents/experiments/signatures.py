@@ -50,6 +50,7 @@ from agents.experiments.signature_analyses import (
     f1_gain,
     group_outcomes,
     mean_or_nan,
+    retrieval_room,
     search_hits,
     successful_rounds,
 )
@@ -199,8 +200,31 @@ def sampled_analyses(trajectories: Sequence[Any], group: int, name: str) -> dict
             "sampled_em": mean_or_nan([episode_em(t.step_infos) for t in trajectories])}
 
 
-ANALYSES = ("sampled", "oracle")
-"""`sampled`: E-GRPO's and CW-GRPO's analyses (G sampled rollouts per question); `oracle`: COSEARCH's (two greedy runs)."""
+ANALYSES = ("sampled", "oracle", "retrieval")
+"""`sampled`: E-GRPO's and CW-GRPO's analyses (G sampled rollouts per question); `oracle`: COSEARCH's (two greedy
+runs); `retrieval`: where the retriever ranks each oracle search's gold passage (no model, seconds)."""
+
+
+def retrieval_room_of(first, setting: Setting, questions: int, name: str) -> dict[str, Any]:
+    """`retrieval_room` over `first`'s first `questions` questions: each search of the oracle trajectory
+    (`searchgym.data.oracle`) that names a gold title (a hop's subject, a HotpotQA title; not an aside) is
+    after that title's gold passage; the pool is `setting.candidates` deep."""
+    from searchgym.data.oracle import oracle_turns
+    from searchgym.entities import normalize_entity
+
+    rows = []
+    for record in first.records[:questions]:
+        targets = list(zip(map(normalize_entity, record.gold_titles), record.gold_docs))
+        row = []
+        for turn in oracle_turns(record):
+            action = first.protocol.parse(turn)
+            query = normalize_entity(action.query or "") if action.kind == "search" else ""
+            wanted = {doc for title, doc in targets if title and query.startswith(title)}
+            if wanted:
+                ids = [h.doc.id for h in first.retriever.search([action.query], setting.candidates)[0]]
+                row.append((bool(ids) and ids[0] in wanted, bool(wanted.intersection(ids))))
+        rows.append(row)
+    return {"setting": name, "candidates": setting.candidates, **asdict(retrieval_room(rows))}
 
 
 def analysis_envs(setting: Setting, questions: int, hotpotqa: str | None = None, cache_dir: Path | None = None) -> list[tuple[str, Any]]:
@@ -229,8 +253,9 @@ def run(policy, setting: Setting, questions: int, group: int, hotpotqa: str | No
     returns what `results.json` holds."""
     firsts = analysis_envs(setting, questions, hotpotqa, cache_dir)
     n = min(questions, len(firsts[0][1].records))
-    results: dict[str, Any] = {"setting": {**asdict(setting), "questions": n, "group": group, "model": policy.describe()},
-                               "sampled": [], "oracle_ranker": []}
+    model = policy.describe() if policy is not None else {"model": "none (retrieval only)"}
+    results: dict[str, Any] = {"setting": {**asdict(setting), "questions": n, "group": group, "model": model},
+                               "sampled": [], "oracle_ranker": [], "retrieval": []}
     for name, first in firsts:
         count = min(questions, len(first.records))
         if "sampled" in analyses:
@@ -239,6 +264,8 @@ def run(policy, setting: Setting, questions: int, group: int, hotpotqa: str | No
             results["sampled"].append({**sampled_analyses(sampled, group, name), "questions": count})
         if "oracle" in analyses:
             results["oracle_ranker"].append(oracle_ranker_gain(policy, first, setting, count, name))
+        if "retrieval" in analyses:
+            results["retrieval"].append(retrieval_room_of(first, setting, count, name))
     return results
 
 
@@ -247,8 +274,8 @@ def _setting(args: argparse.Namespace) -> Setting:
     from dataclasses import replace
 
     if args.preset is None:
-        if args.data_path:
-            raise ConfigError("--data-path goes with a --preset over a question file (cpu-hotpotqa)")
+        if args.data_path or args.env_option:
+            raise ConfigError("--data-path and --env-option go with a --preset")
         return Setting(num_entities=args.entities or Setting.num_entities, candidates=args.candidates or Setting.candidates,
                        seed=args.seed)
     from agents.experiments.presets import PRESETS
@@ -258,6 +285,10 @@ def _setting(args: argparse.Namespace) -> Setting:
     setting = replace(Setting.from_preset(PRESETS[args.preset], args.candidates), seed=args.seed)
     if args.entities:
         setting = replace(setting, num_entities=args.entities)
+    if args.env_option:
+        from agents.experiments.presets import parse_env_options
+
+        setting = replace(setting, env_options=parse_env_options(args.env_option, setting.env_options))
     if args.data_path:
         if setting.env_id == SYNTHETIC:
             raise ConfigError(f"--data-path: preset {args.preset} is over the synthetic world, not a question file")
@@ -267,16 +298,19 @@ def _setting(args: argparse.Namespace) -> Setting:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="each paper's signature analysis on a policy's rollouts")
-    p.add_argument("--model", required=True, help="a model folder (e.g. a cold start written by agents.experiments.learners), "
-                   "smollm2-135m, or tiny (a random model, for tests)")
+    p.add_argument("--model", help="a model folder (e.g. a cold start written by agents.experiments.learners), "
+                   "smollm2-135m, or tiny (a random model, for tests); not needed for --analyses retrieval alone")
     p.add_argument("--questions", type=int, default=50, help="synthetic test questions (and HotpotQA questions)")
     p.add_argument("--group", type=int, default=8, help="G: sampled rollouts per question for the E-GRPO and CW-GRPO analyses")
     p.add_argument("--preset", help="analyse a preset's setting (agents.experiments.presets: cpu-ranker, cpu-rounds, cpu-hotpotqa, "
                    "cpu-learn, ...) on its validation split, or its training questions over a question file; default: the "
                    "learning check's setting on its test split")
     p.add_argument("--analyses", nargs="+", choices=ANALYSES, default=list(ANALYSES), help="sampled: E-GRPO's and CW-GRPO's "
-                   "(G sampled rollouts per question); oracle: COSEARCH's oracle ranker (two greedy runs)")
+                   "(G sampled rollouts per question); oracle: COSEARCH's oracle ranker (two greedy runs); retrieval: where the "
+                   "retriever ranks each oracle search's gold passage (no model)")
     p.add_argument("--data-path", help="with --preset over a question file: the file (default: the preset's)")
+    p.add_argument("--env-option", nargs="+", default=[], metavar="OPTION=VALUE", help="with --preset: set a gym.make option of "
+                   "its env (decoy_rate=1.0, ...)")
     p.add_argument("--candidates", type=int, help=f"the candidate pool per search the oracle reorders (default {Setting.candidates}; "
                    "with --preset, the pool COSEARCH's ranker picks from in it)")
     p.add_argument("--entities", type=int, help=f"synthetic world size (default {Setting.num_entities}, or the preset's)")
@@ -296,7 +330,11 @@ def main(argv: list[str] | None = None) -> int:
     setting = _setting(args)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    results = run(load_policy(args.model, args.seed), setting, args.questions, args.group, args.hotpotqa, out / "cache", args.analyses)
+    needs_model = set(args.analyses) - {"retrieval"}
+    if needs_model and not args.model:
+        raise ConfigError(f"--analyses {' '.join(sorted(needs_model))} roll a policy out: give --model")
+    policy = load_policy(args.model, args.seed) if needs_model else None
+    results = run(policy, setting, args.questions, args.group, args.hotpotqa, out / "cache", args.analyses)
     results["command"] = "python -m agents.experiments.signatures " + " ".join(argv if argv is not None else __import__("sys").argv[1:])
     table = report(results)
     (out / "results.json").write_text(json.dumps(_finite(results), indent=2, default=str))

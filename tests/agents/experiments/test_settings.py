@@ -217,3 +217,30 @@ def test_the_rankers_hit_at_1_against_the_retrievers_step_by_step():
     assert rows[2] == "| 0 | 0.60 / 0.60 | - | 0.90 / 0.70 | 1.00 / 0.60 | +0.300 |"
     assert rows[3] == "| 1 | 0.60 / 0.60 | - | - | - | +0.000 |" and len(rows) == 4
     assert ranker_hits_table({0: {"grpo": {"history": steps}}}) is None
+
+
+def test_retrieval_room_by_hand():
+    from agents.experiments.signature_analyses import retrieval_room
+
+    # Three questions: both searches first; first then pooled only; one search, missed entirely.
+    room = retrieval_room([[(True, True), (True, True)], [(True, True), (False, True)], [(False, False)]])
+    assert room.questions == 3 and room.first == pytest.approx([1 / 3 * 2, 0.5]) and room.in_pool == pytest.approx([2 / 3, 1.0])
+    assert room.all_first == pytest.approx(1 / 3)
+
+
+def test_retrieval_room_needs_no_model_and_sees_the_decoys(tmp_path):
+    args = ["--preset", "cpu-ranker", "--analyses", "retrieval", "--questions", "40", "--out"]
+    assert signatures.main([*args, str(tmp_path / "a")]) == 0
+    assert signatures.main([*args, str(tmp_path / "b"), "--env-option", "decoy_rate=0"]) == 0
+    decoys, none = (json.loads((tmp_path / d / "results.json").read_text())["retrieval"][0] for d in "ab")
+    assert none["first"] == [1.0, 1.0] and none["in_pool"] == [1.0, 1.0]  # the oracle's query finds its fact first
+    assert max(decoys["first"]) < 0.9 and decoys["in_pool"] == [1.0, 1.0]
+    with pytest.raises(ConfigError, match="give --model"):
+        signatures.main(["--preset", "cpu-ranker", "--analyses", "oracle", "--out", str(tmp_path / "c")])
+
+
+def test_env_options_parse_on_top_of_the_presets():
+    assert presets.parse_env_options(["decoy_rate=0.3", "aside_rate=1"], {"decoy_rate": 0.5, "validation_fraction": 0.1}) == {
+        "decoy_rate": 0.3, "aside_rate": 1, "validation_fraction": 0.1}
+    with pytest.raises(ConfigError, match="OPTION=VALUE"):
+        presets.parse_env_options(["decoy_rate"])
