@@ -244,3 +244,16 @@ def test_env_options_parse_on_top_of_the_presets():
         "decoy_rate": 0.3, "aside_rate": 1, "validation_fraction": 0.1}
     with pytest.raises(ConfigError, match="OPTION=VALUE"):
         presets.parse_env_options(["decoy_rate"])
+
+
+def test_a_run_saved_before_a_field_existed_resumes_when_the_field_is_at_its_default(tmp_path):
+    from agents.experiments.resume import check_same_setting, run_setting
+
+    config = _config("cpu-learn", tmp_path)
+    now = run_setting(config)
+    saved = {k: v for k, v in now.items() if k not in ("env.eval_split", "env.train_questions", "optim.cold_start_shows")}
+    (tmp_path / "setting.json").write_text(json.dumps(saved))
+    check_same_setting(tmp_path / "setting.json", now, "grpo")  # the new fields at their defaults: the same setting
+    ranker = run_setting(_config("cpu-ranker", tmp_path))
+    with pytest.raises(ConfigError, match="optim.cold_start_shows"):
+        check_same_setting(tmp_path / "setting.json", {**now, "optim.cold_start_shows": ranker["optim.cold_start_shows"]}, "grpo")
