@@ -108,4 +108,9 @@ def report(results: dict[str, Any]) -> str:
     for g in results.get("retrieval", []):
         lines.append(f"| {g['setting']} | {g['questions']} | {g['candidates']} | {', '.join(map(_f, g['first']))} | "
                      f"{', '.join(map(_f, g['in_pool']))} | {_f(g['all_first'])} |")
+    for g in results.get("retrieval", []):
+        if "oracle_tokens" in g:
+            t = g["oracle_tokens"]
+            lines.append(f"\nOracle trajectories of {g['setting']}, response tokens: mean {t['mean']:.0f}, p90 {t['p90']:.0f}, max "
+                         f"{t['max']:.0f}; {t['over_budget']:.0%} over the {s['max_response_tokens']}-token budget")
     return "\n".join(lines)

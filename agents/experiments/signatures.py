@@ -227,6 +227,23 @@ def retrieval_room_of(first, setting: Setting, questions: int, name: str) -> dic
     return {"setting": name, "candidates": setting.candidates, **asdict(retrieval_room(rows))}
 
 
+def oracle_lengths(first, setting: Setting, tokenizer, questions: int) -> dict[str, float]:
+    """Response tokens (the policy's turns and the documents shown, after the prompt) of the oracle
+    trajectories of `first`'s first `questions` questions, as the cold start tokenizes them: whether the
+    setting's `max_response_tokens` fits what the cold start teaches."""
+    import numpy as np
+
+    from agents.train.sft import oracle_example
+
+    env = _env_maker(first, setting, None)()
+    lengths = []
+    for i in range(min(questions, len(first.records))):
+        example = oracle_example(env, tokenizer, i)
+        lengths.append(len(example.token_ids) - example.loss_mask.index(1))
+    return {"mean": float(np.mean(lengths)), "p90": float(np.percentile(lengths, 90)), "max": float(max(lengths)),
+            "over_budget": float(np.mean([n > setting.max_response_tokens for n in lengths]))}
+
+
 def analysis_envs(setting: Setting, questions: int, hotpotqa: str | None = None, cache_dir: Path | None = None) -> list[tuple[str, Any]]:
     """(name, env) of each question set analysed: the setting's (its synthetic split, or its question file's
     first `limit` questions), then `hotpotqa`'s first questions."""
@@ -265,7 +282,10 @@ def run(policy, setting: Setting, questions: int, group: int, hotpotqa: str | No
         if "oracle" in analyses:
             results["oracle_ranker"].append(oracle_ranker_gain(policy, first, setting, count, name))
         if "retrieval" in analyses:
-            results["retrieval"].append(retrieval_room_of(first, setting, count, name))
+            room = retrieval_room_of(first, setting, count, name)
+            if policy is not None:
+                room["oracle_tokens"] = oracle_lengths(first, setting, policy.tokenizer, count)
+            results["retrieval"].append(room)
     return results
 
 
@@ -307,7 +327,8 @@ def main(argv: list[str] | None = None) -> int:
                    "learning check's setting on its test split")
     p.add_argument("--analyses", nargs="+", choices=ANALYSES, default=list(ANALYSES), help="sampled: E-GRPO's and CW-GRPO's "
                    "(G sampled rollouts per question); oracle: COSEARCH's oracle ranker (two greedy runs); retrieval: where the "
-                   "retriever ranks each oracle search's gold passage (no model)")
+                   "retriever ranks each oracle search's gold passage (no model; given --model, also the oracle trajectories' "
+                   "response tokens in its tokenizer)")
     p.add_argument("--data-path", help="with --preset over a question file: the file (default: the preset's)")
     p.add_argument("--env-option", nargs="+", default=[], metavar="OPTION=VALUE", help="with --preset: set a gym.make option of "
                    "its env (decoy_rate=1.0, ...)")
@@ -333,7 +354,8 @@ def main(argv: list[str] | None = None) -> int:
     needs_model = set(args.analyses) - {"retrieval"}
     if needs_model and not args.model:
         raise ConfigError(f"--analyses {' '.join(sorted(needs_model))} roll a policy out: give --model")
-    policy = load_policy(args.model, args.seed) if needs_model else None
+    # With a model, the retrieval analysis also counts the oracle trajectories' tokens in its tokenizer.
+    policy = load_policy(args.model, args.seed) if args.model else None
     results = run(policy, setting, args.questions, args.group, args.hotpotqa, out / "cache", args.analyses)
     results["command"] = "python -m agents.experiments.signatures " + " ".join(argv if argv is not None else __import__("sys").argv[1:])
     table = report(results)

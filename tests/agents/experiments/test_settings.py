@@ -257,3 +257,21 @@ def test_a_run_saved_before_a_field_existed_resumes_when_the_field_is_at_its_def
     ranker = run_setting(_config("cpu-ranker", tmp_path))
     with pytest.raises(ConfigError, match="optim.cold_start_shows"):
         check_same_setting(tmp_path / "setting.json", {**now, "optim.cold_start_shows": ranker["optim.cold_start_shows"]}, "grpo")
+
+
+def test_the_retrieval_analysis_with_a_model_counts_the_oracle_trajectories_tokens(tmp_path):
+    from agents.models import TinyModelConfig, build_tiny_model
+    from agents.train.sft import oracle_example
+
+    out = tmp_path / "sig"
+    assert signatures.main(["--preset", "cpu-rounds", "--analyses", "retrieval", "--model", "tiny", "--questions", "3",
+                            "--out", str(out)]) == 0
+    tokens = json.loads((out / "results.json").read_text())["retrieval"][0]["oracle_tokens"]
+    # The same count by hand: the cold start's example of each question, after its prompt.
+    setting = signatures.Setting.from_preset(presets.PRESETS["cpu-rounds"])
+    (_, first), = signatures.analysis_envs(setting, 3)
+    env = signatures._env_maker(first, setting, None)()
+    tokenizer = build_tiny_model(TinyModelConfig())[1]
+    lengths = [len(e.token_ids) - e.loss_mask.index(1) for e in (oracle_example(env, tokenizer, i) for i in range(3))]
+    assert tokens["max"] == max(lengths) and tokens["mean"] == pytest.approx(sum(lengths) / 3)
+    assert tokens["over_budget"] == pytest.approx(sum(n > 640 for n in lengths) / 3)
