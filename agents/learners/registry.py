@@ -70,8 +70,9 @@ class SecondModel(ABC):
     declares every member the trainer uses. The trainer holds it, puts `models` and `optimizers` into every
     checkpoint, builds envs with `env_options`, reads `gathers_env_calls` when it builds the rollout engine, calls
     `cold_start` once in a run that starts from step 0, `begin_step` before each step's rollouts and
-    `train_step` after the policy's update. A subclass must implement the abstract methods; `cold_start` and
-    `gathers_env_calls` have defaults (no cold start, no gathering) to override."""
+    `train_step` after the policy's update. A subclass must implement the abstract methods; `cold_start`,
+    `gathers_env_calls` and `last_step` have defaults (no cold start, no gathering, nothing to report) to
+    override."""
 
     models: dict[str, torch.nn.Module]
     """Checkpointed weights, by a name other than "policy"."""
@@ -88,6 +89,11 @@ class SecondModel(ABC):
         step-0 metrics line. The trainer calls it once in a run that starts from step 0, never on resume (the
         checkpoint holds the trained weights). By default there is none: no steps, no metrics."""
         return {}
+
+    def last_step(self) -> dict[str, Any] | None:
+        """What the last `train_step` trained on, as JSON values, for reports (COSEARCH's ranker: each call's
+        reward and advantage, shown by the main job's credit view); None before any step, and by default."""
+        return None
 
     @abstractmethod
     def env_options(self) -> dict[str, Any]:

@@ -227,7 +227,7 @@ class TrainConfig:
     malloc_mmap_threshold: int | None = None
     """Fix glibc's mmap threshold at this many bytes for the process (`agents.memory.tune_allocator`; e.g.
     1048576): freed tensors go back to the OS instead of fragmenting the heap. A trade, measured in
-    docs/learners.md: less peak memory and faster decoding, a slower update (fresh pages fault in). None
+    docs/experiment-log.md: less peak memory and faster decoding, a slower update (fresh pages fault in). None
     keeps glibc's own behaviour."""
     out_dir: str = "runs/train"
     """Checkpoints, metrics.jsonl, caches and pushed weights go here."""

@@ -67,8 +67,8 @@ def _split_arg(data_path: str | Path, split: str | None) -> str | None:
 
 def _limit(records: list[QARecord], limit: int | None, offset: int = 0) -> list[QARecord]:
     """The file's questions from position `offset` on, at most `limit` of them."""
-    if limit is not None and limit < 1:
-        raise ConfigError(f"limit must be >= 1, got {limit}")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise ConfigError(f"limit must be an integer >= 1 or None, got {str(limit)[:40]!r}")
     if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
         raise ConfigError(f"offset must be an int >= 0 (questions of the file left out before the first), got {offset!r}")
     if offset and offset >= len(records):
