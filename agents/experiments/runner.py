@@ -215,7 +215,8 @@ def _train_learners(preset: Preset, learners: list[str], results: dict, start_di
     start_em = f"{results['start']['eval']['eval/em']:.3f}" if "eval" in results["start"] else "(start not evaluated here)"
     jobs = {learner: partial(learner_result, config(learner, str(start_dir), learner), learner, preset.eval_samples, hotpotqa,
                              results.get("fingerprint")) for learner in learners}
-    view = _credit_job(preset, config, start_dir) if preset.credit_questions else None
+    # A run that only makes the start policy (--start-only) trains no learner: it has no credit view to show.
+    view = _credit_job(preset, config, start_dir) if preset.credit_questions and learners else None
     workers = min(preset.workers, len(learners))
     if workers > 1:
         import multiprocessing
