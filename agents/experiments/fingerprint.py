@@ -64,12 +64,13 @@ def make_fingerprint(env: gym.Env, *, env_id: str, make: Mapping[str, Any], eval
 
 
 def trainer_eval_fingerprint(trainer) -> dict[str, Any]:
-    """The fingerprint of `trainer.evaluate()`: its env (the synthetic world's test split, or the run's
-    questions for other envs, with the learner's env options) and its rollout engine's settings."""
+    """The fingerprint of `trainer.evaluate()`: its env (the synthetic world's test or validation split, or a
+    question file's held-out or training questions, with the learner's env options) and its rollout engine's
+    settings."""
     from agents.train import setup
 
     config = trainer.config
-    split = "test" if config.env.id == "SearchQA-Synthetic-v0" else "train"  # as Trainer.evaluate picks it
+    split = setup.eval_split(config)  # as Trainer.evaluate picks it
     make = setup.env_kwargs(config, split, trainer.out / "cache")
     for key, value in trainer.learner_env_options().items():
         make.setdefault(key, value)  # as Trainer._make_env: the run's own options win

@@ -46,7 +46,7 @@ from pathlib import Path
 
 from agents.experiments.curves import plot_curves
 from agents.experiments.merge import merge_results, start_evaluation
-from agents.experiments.presets import PRESETS, RL_LEARNERS, SFT, WHAT_DIFFERS, Preset, parse_learner_options
+from agents.experiments.presets import PRESETS, RL_LEARNERS, SFT, WHAT_DIFFERS, Preset, eval_questions_name, parse_env_options, parse_learner_options
 from agents.experiments.report import credit_report, seed_table, signal_table, write_report
 from agents.experiments.runner import backend_options, run_seed
 from searchgym.errors import ConfigError
@@ -60,6 +60,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, help="override the preset's RL steps")
     p.add_argument("--seeds", type=int, nargs="+", help="one full run per seed (default: the preset's); two or more give the learning check's noise")
     p.add_argument("--eval-questions", type=int, help="override the preset's number of test questions")
+    p.add_argument("--eval-split", choices=["test", "validation"], help="evaluate on the synthetic world's validation split "
+                   "(presets with one: cpu-ranker, cpu-rounds) to choose a setting, or on its test split (the default), the "
+                   "reported questions")
+    p.add_argument("--data-path", help="override the question file of a preset over one (cpu-hotpotqa)")
+    p.add_argument("--env-option", nargs="+", default=[], metavar="OPTION=VALUE", help="set a gym.make option of the preset's "
+                   "env (Preset.env_options: decoy_rate=0.3, aside_rate=0.5, ...) for this run; part of the setting")
     p.add_argument("--lr", type=float, help="override the preset's RL learning rate")
     p.add_argument("--questions", type=int, help="override the preset's questions per RL step")
     p.add_argument("--group", type=int, help="override the preset's rollouts per question (G)")
@@ -90,6 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--learner-option", nargs="+", default=[], metavar="LEARNER.OPTION=VALUE",
                    help="set an option of a learner's config for this run (cw-grpo.kl_coef=0, e-grpo.alpha=0.1, cw-grpo.alpha=inf); "
                    "values are JSON, else numbers, else text")
+    p.add_argument("--start-only", action="store_true", help="cold-start and evaluate the start policy (seed0/cold_start/model), "
+                   "train no learner, and stop: the policy on which agents.experiments.signatures measures a setting's premise")
     p.add_argument("--resume", action="store_true", help="checkpoint every learner after each RL step, and on a rerun of the "
                    "same command with the same --out keep what the earlier run finished (the start policy, finished learners) and "
                    "continue the others from their newest checkpoint; another setting in that --out is an error")
@@ -102,12 +110,14 @@ def _preset(args: argparse.Namespace) -> Preset:
     """The named preset with the run's overrides (`--lr`, `--group`, `--learner-option`, ...)."""
     preset = PRESETS[args.preset]
     overrides = {k: v for k, v in (("eval_questions", args.eval_questions), ("eval_samples", args.eval_samples), ("lr", args.lr),
-                                   ("eval_base", args.eval_base),
+                                   ("eval_base", args.eval_base), ("eval_split", args.eval_split), ("data_path", args.data_path),
                                    ("questions", args.questions), ("group", args.group), ("temperature", args.temperature),
                                    ("workers", args.workers), ("micro_batch", args.micro_batch), ("credit_questions", args.credit_questions),
                                    ("gradient_checkpointing", args.gradient_checkpointing)) if v is not None}
     if args.learner_option:
         overrides["learner_options"] = parse_learner_options(args.learner_option, preset.learner_options)
+    if args.env_option:
+        overrides["env_options"] = parse_env_options(args.env_option, preset.env_options)
     return replace(preset, **overrides)
 
 
@@ -136,10 +146,12 @@ def _run_seeds(args: argparse.Namespace, preset: Preset, steps: int, out: Path) 
                                             args.resume)
         if preset.shared_start and shared is None:
             shared = (Path(results["start"]["model"]), results)
-        table = seed_table(results, args.learners) + "\n\nSignals (mean over RL steps):\n\n" + signal_table(results, args.learners)
+        table = seed_table(results, args.learners)
+        if args.learners:
+            table += "\n\nSignals (mean over RL steps):\n\n" + signal_table(results, args.learners)
         (out / f"seed{seed}").mkdir(parents=True, exist_ok=True)
         (out / f"seed{seed}" / "results.md").write_text(table + "\n" + credit_report(results, out / f"seed{seed}"))
-        if "eval" in results["start"]:  # else the run that made the shared start has its evaluation
+        if "eval" in results["start"] and args.learners:  # else the run that made the shared start has its evaluation
             plot_curves(results, args.learners, out / f"seed{seed}" / "curves.png")
         print(f"\nseed {seed} ({results['minutes']:.1f} min):\n{table}", flush=True)
     return per_seed
@@ -155,8 +167,12 @@ def main(argv: list[str] | None = None) -> int:
     # One bar per phase (agents.experiments.progress) instead of a "Loading weights" bar at every model load.
     hf_logging.disable_progress_bar()
     preset = _preset(args)
-    args.learners = args.learners or list(preset.learners or RL_LEARNERS)
+    if args.start_only and (args.learners or args.start_model):
+        raise ConfigError("--start-only makes the start policy and trains no learner: leave out --learners and --start-model")
+    args.learners = [] if args.start_only else args.learners or list(preset.learners or RL_LEARNERS)
     args.seeds = args.seeds or list(preset.seeds)
+    if args.start_only and preset.shared_start:
+        args.seeds = args.seeds[:1]  # the other seeds would share this start
     steps = args.steps or preset.steps
     out.mkdir(parents=True, exist_ok=True)
     if args.start_model and not preset.shared_start:
@@ -167,12 +183,15 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     print(f"preset {args.preset}: {preset.model}, hops {preset.hops}, {preset.cold_start_steps} cold-start steps, "
           f"{steps} RL steps x {preset.questions} questions x {preset.group} rollouts at temperature {preset.temperature:g}, "
-          f"eval on {preset.eval_questions} test questions, seeds {args.seeds}"
+          f"eval on {preset.eval_questions} {eval_questions_name(preset)}, seeds {args.seeds}"
           + "".join(f"; {n} with {', '.join(f'{k}={v}' for k, v in o.items())}" for n, o in preset.learner_options.items()), flush=True)
     per_seed = _run_seeds(args, preset, steps, out)
-    if args.start_model and not args.start_results:
+    if args.start_only or (args.start_model and not args.start_results):
         (out / "results.json").write_text(json.dumps({"preset": asdict(preset), "steps": steps, "seeds": args.seeds,
                                                       "results": {str(s): r for s, r in per_seed.items()}}, indent=2))
+        if args.start_only:
+            print(f"\ntotal {(time.perf_counter() - t0) / 60:.1f} min; start policy: {per_seed[args.seeds[0]]['start']['model']}")
+            return 0
         print(f"\ntotal {(time.perf_counter() - t0) / 60:.1f} min; the start policy was not evaluated here: --merge this "
               f"{out / 'results.json'} with the results.json of the run that made {args.start_model}")
         return 0

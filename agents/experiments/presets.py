@@ -102,6 +102,22 @@ class Preset:
     """Cold-start and evaluate the start policy once, under the first seed, and start every seed's learners
     from it: seeds then differ only in RL (question order, sampling). Needs a fixed `world_seed`, so that
     every seed evaluates on the same questions."""
+    env_id: str = "SearchQA-Synthetic-v0"
+    """The env the setting trains and evaluates on (`EnvConfig.id`)."""
+    env_options: dict = field(default_factory=dict)
+    """Further `gym.make` options of the setting's env (`EnvConfig.options`): the synthetic world's and its
+    questions' knobs (`decoy_rate`, `aside_rate`, `validation_fraction`, ...; all off by default)."""
+    eval_split: str = "test"
+    """The synthetic questions every policy is evaluated on (`EnvConfig.eval_split`): `test`, the reported
+    questions, or `validation` (needs `validation_fraction` in `env_options`), to choose a setting on."""
+    data_path: str | None = None
+    """The question file of an env over one (`EnvConfig.data_path`), relative to the directory the run starts in."""
+    train_questions: int | None = None
+    """Over a question file: train on its first `train_questions` questions and evaluate on those after them
+    (`EnvConfig.train_questions`)."""
+    cold_start_shows: str = "retriever"
+    """What the cold start's oracle searches show (`OptimConfig.cold_start_shows`): the retriever's order, or
+    `gold`, each hop's gold passage first."""
 
     def __post_init__(self) -> None:
         for name in ("workers", "micro_batch"):
@@ -113,6 +129,11 @@ class Preset:
             raise ConfigError(f"Preset.credit_group must be >= 2: advantages are relative to a question's group, got {self.credit_group}")
         if self.shared_start and self.world_seed is None:
             raise ConfigError("Preset.shared_start needs a fixed world_seed: every seed must evaluate on the start policy's questions")
+        if self.eval_split not in ("test", "validation"):
+            raise ConfigError(f"Preset.eval_split must be 'test' or 'validation', got {self.eval_split!r}")
+        if self.eval_split == "validation" and not self.env_options.get("validation_fraction"):
+            raise ConfigError("Preset.eval_split='validation' needs a world with a validation split: "
+                              "env_options={'validation_fraction': 0.1}, for instance")
 
 
 PRESETS = {
@@ -139,6 +160,29 @@ PRESETS = {
     # lr 1e-5 (GRPO +0.043 EM over the start on every seed); 6 x 2 x 8 at 2e-5 moved EM by +0.015/-0.240/+0.010.
     "cpu-learn": Preset("smollm2-135m", 1000, (2,), 8, 10, 4, 8, 200, 64, 512, 1, 1e-5, SHORT_TEMPLATE, max_turns=4,
                         eval_base=False, seeds=(0, 1, 2), world_seed=0, shared_start=True),
+    # Settings where each mechanism has room (docs/learners.md, "Settings where each mechanism has room"): the
+    # learning check's budget and RL setting, in worlds with a validation split (10% of the entities, taken
+    # from the train ones) on which the knobs were chosen; the reported test questions serve nothing else.
+    # Retrieval as the bottleneck: half the facts get decoy sentences (their keyword in the entity's other
+    # passages), so the retriever's first document states the fact in ~70% of oracle searches, and a pool of 5
+    # always holds it; the cold start shows the gold passages, so its oracle turns read what they were shown.
+    "cpu-ranker": Preset("smollm2-135m", 1000, (2,), 8, 10, 4, 8, 200, 64, 512, 1, 1e-5, SHORT_TEMPLATE, max_turns=4,
+                         eval_base=False, seeds=(0, 1, 2), world_seed=0, shared_start=True,
+                         env_options={"decoy_rate": 0.5, "validation_fraction": 0.1}, cold_start_shows="gold"),
+    # Rounds that differ in contribution: every question that can opens with an aside (another fact of its
+    # start entity), whose entity the oracle looks up first: a search round that contributes nothing. 640
+    # response tokens, as the third document makes the oracle's episodes ~140 tokens longer (p90 566).
+    "cpu-rounds": Preset("smollm2-135m", 1000, (2,), 8, 10, 4, 8, 200, 64, 640, 1, 1e-5, SHORT_TEMPLATE, max_turns=4,
+                         eval_base=False, seeds=(0, 1, 2), world_seed=0, shared_start=True,
+                         env_options={"aside_rate": 1.0, "validation_fraction": 0.1}),
+    # HotpotQA with its own paragraphs (the distractor setting): trains on the file's first 100 questions and
+    # evaluates on the 200 after them, searching the file's ~3000 paragraphs; the cold start imitates one
+    # search per gold title, shown its gold passage. 640 response tokens: the oracle's episodes run to 467 at
+    # p90 (787 at most). The path is the shared sample's from a checkout's root (`--data-path` to move it).
+    "cpu-hotpotqa": Preset("smollm2-135m", 1000, (2,), 8, 10, 4, 8, 200, 64, 640, 1, 1e-5, SHORT_TEMPLATE, max_turns=4,
+                           eval_base=False, seeds=(0, 1, 2), world_seed=0, shared_start=True, env_id="SearchQA-HotpotQA-v0",
+                           data_path="../shared/data/hotpotqa/hotpot_train_sample_hf.jsonl", train_questions=100,
+                           cold_start_shows="gold"),
     # A random 2-layer model: checks the whole pipeline in seconds (the tests run it); learns nothing.
     "tiny": Preset("tiny", 300, (1,), 1, 1, 2, 2, 4, 16, 64, 1, 1e-4, SHORT_TEMPLATE, credit_questions=2, credit_group=2),
     # One 80 GB GPU shared by an SGLang server and the update (documented in docs/learners.md with its
@@ -147,11 +191,36 @@ PRESETS = {
                   rollout_backend="sglang", servers=1, weight_sync="tensors", device="cuda"),
 }
 
+def eval_questions_name(preset: Preset | dict) -> str:
+    """What a preset's evaluation questions are, in words: the synthetic world's test or validation split, or a
+    question file's questions held out from training."""
+    get = preset.get if isinstance(preset, dict) else lambda k, d=None: getattr(preset, k, d)
+    if get("env_id", "SearchQA-Synthetic-v0") != "SearchQA-Synthetic-v0":
+        held = get("train_questions")
+        return "training questions" if held is None else f"questions held out (after the first {held} of the file)"
+    return f"{get('eval_split', 'test')} questions" + (" (validation split: for choosing a setting)" if get("eval_split") == "validation" else "")
+
+
 def preset_fields(stored: dict) -> dict:
     """A preset as a `results.json` stored it, with each field added to `Preset` since then at its default
     (e.g. `temperature` 1.0, at which every earlier run sampled)."""
     return {**{f.name: f.default if f.default_factory is MISSING else f.default_factory() for f in fields(Preset)
                if f.default is not MISSING or f.default_factory is not MISSING}, **stored}
+
+
+def parse_env_options(items: list[str], base: dict | None = None) -> dict:
+    """`["decoy_rate=0.3", ...]` -> `{"decoy_rate": 0.3}` on top of `base` (values as JSON, else text); the env
+    checks the names when it is built."""
+    out = dict(base or {})
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not (sep and key):
+            raise ConfigError(f"--env-option takes OPTION=VALUE (e.g. decoy_rate=0.3), got {item!r}")
+        try:
+            out[key] = json.loads(text)
+        except json.JSONDecodeError:
+            out[key] = text
+    return out
 
 
 def parse_learner_options(items: list[str], base: dict[str, dict] | None = None) -> dict[str, dict]:

@@ -12,7 +12,9 @@ import numpy as np
 
 from agents.experiments.curves import plot_curves
 from agents.experiments.paired import HEADER, RULE, paired_difference
-from agents.experiments.presets import SFT
+from agents.experiments.presets import SFT, eval_questions_name
+from agents.experiments.ranker_steps import ranker_hits_table
+from agents.experiments.tool_calls import tool_call_check
 from agents.train.metrics import SIGNALS
 
 
@@ -139,6 +141,8 @@ def paired_sections(per_seed: dict[int, dict], learners: list[str], eval_samples
     if "grpo" in rl:
         sections.append(("Paired against GRPO (same seed, start and questions): what each learner's own reward, "
                          "weighting or loss settings changed", paired_check(per_seed, rl, against="grpo")))
+        sections.append(("Searches per episode against GRPO (same seed, start and questions; E-GRPO's claim: fewer tool "
+                         "calls at equal or better EM)", tool_call_check(per_seed, rl, against="grpo")))
     if SFT in learners and rl:
         sections.append(("Paired against the supervised control (same seed, start and questions, as many update steps): "
                          "whether RL beats more imitation", paired_check(per_seed, rl, against=SFT)))
@@ -164,7 +168,11 @@ def write_report(per_seed: dict[int, dict], learners: list[str], preset: dict, s
     """results.md, results.json, curves.png and (with a credit view) credit.png under `out`, for the first seed
     and the learning check over all; returns the learning check's tables."""
     seeds = list(per_seed)
-    check = learning_check(per_seed, learners, preset["eval_questions"]) + paired_sections(per_seed, learners, preset.get("eval_samples"))
+    check = (f"Scored on {preset['eval_questions']} {eval_questions_name(preset)}.\n\n"
+             + learning_check(per_seed, learners, preset["eval_questions"]) + paired_sections(per_seed, learners, preset.get("eval_samples")))
+    hits = ranker_hits_table(per_seed) if "cosearch" in learners else None
+    if hits:
+        check += "\n\nCOSEARCH's ranker, Hit@1 against the retriever's at each RL step (ranker / retriever):\n\n" + hits
     options = preset.get("learner_options") or {}
     if options:
         check += "\n\nLearner options: " + "; ".join(f"{n}: " + ", ".join(f"{k}={v}" for k, v in o.items()) for n, o in options.items())

@@ -41,11 +41,15 @@ def run_setting(config: TrainConfig, leave_out: tuple[str, ...] = ()) -> dict:
 
 
 def check_same_setting(path: Path, setting: dict, learner: str) -> None:
-    """Refuse to resume a run whose earlier run (its `setting.json`) had another setting."""
+    """Refuse to resume a run whose earlier run (its `setting.json`) had another setting. A field the earlier
+    run's version did not have yet is the same setting when it is at its default now (the behaviour that
+    version had)."""
     if not path.is_file():
         return
     before, now = json.loads(path.read_text()), setting
-    differ = sorted(k for k in {**before, **now} if before.get(k) != now.get(k))
+    defaults = run_setting(TrainConfig())
+    differ = sorted(k for k in {**before, **now} if before.get(k) != now.get(k)
+                    and not (k not in before and k in defaults and now.get(k) == defaults[k]))
     if differ:
         raise ConfigError(f"[{learner}] --resume found an earlier run in {path.parent} with another setting ({', '.join(differ)} differ): "
                           "give another --out, or delete that folder to start it again")

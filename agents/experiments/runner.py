@@ -83,16 +83,19 @@ def _local_model(trainer):
 def _evaluate(trainer, what: str, samples: int = 0) -> tuple[dict[str, float], dict[str, list[float]]]:
     """`trainer.evaluation()` (greedy, plus Avg@`samples` when >= 2) behind a progress bar of model passes
     against their upper bound; returns the metrics and the per-question results a policy's entry keeps for
-    the paired checks: `eval_em` (each question's greedy EM) and with samples `eval_avg_em` (each
-    question's mean EM over its samples)."""
+    the paired checks: `eval_em` (each question's greedy EM), `eval_searches` (its greedy episode's searches)
+    and with samples `eval_avg_em` (each question's mean EM over its samples)."""
     c = trainer.config
     rows = getattr(getattr(trainer.rollout_policy, "config", None), "max_batch_rows", None)
     budget = evaluation_budget(c.eval_questions, c.env.max_turns, c.rollout.max_turn_tokens, rows, samples)
     how = f"greedy + Avg@{samples}" if samples >= 2 else "greedy"
-    with phase(f"[{what}] {how} eval, {c.eval_questions} test questions (model passes, at most)", budget, "pass") as bar, \
+    from agents.train.setup import eval_split
+
+    with phase(f"[{what}] {how} eval, {c.eval_questions} {eval_split(c)} questions (model passes, at most)", budget, "pass") as bar, \
             counting_passes(_local_model(trainer), bar):
         result = trainer.evaluation(samples=samples)
-    return result.metrics, {"eval_em": result.em, **({"eval_avg_em": result.avg_em} if result.avg_em is not None else {})}
+    return result.metrics, {"eval_em": result.em, "eval_searches": result.searches,
+                            **({"eval_avg_em": result.avg_em} if result.avg_em is not None else {})}
 
 
 def _cold_start(trainer) -> list[float]:
@@ -119,7 +122,7 @@ def train_config(preset: Preset, steps: int, seed: int, out: Path, backend: dict
     or the supervised control (`SFT`: `steps` more cold-start steps, after the start's own `cold_start_steps`
     batches of the stream). `resume`: checkpoint after every RL step and continue from the newest checkpoint
     (`--resume`)."""
-    env_options = {"template": preset.template} if preset.template else {}
+    env_options = {**({"template": preset.template} if preset.template else {}), **preset.env_options}
     skip = 0
     if learner == SFT:
         learner, cold_start_steps, skip = "grpo", steps, preset.cold_start_steps
@@ -130,12 +133,13 @@ def train_config(preset: Preset, steps: int, seed: int, out: Path, backend: dict
     return TrainConfig(
         learner=learner, model=model, steps=steps, questions_per_step=preset.questions, eval_questions=preset.eval_questions,
         seed=seed, out_dir=str(out / run), resume=resume, checkpoint_every=1 if resume else 0, device=backend.get("device", "cpu"), threads=threads,
-        env=EnvConfig(num_entities=preset.num_entities, hops=preset.hops, top_k=preset.top_k, max_turns=preset.max_turns,
-                      world_seed=preset.world_seed, options=env_options),
+        env=EnvConfig(id=preset.env_id, num_entities=preset.num_entities, hops=preset.hops, top_k=preset.top_k, max_turns=preset.max_turns,
+                      world_seed=preset.world_seed, options=env_options, eval_split=preset.eval_split, data_path=preset.data_path,
+                      train_questions=preset.train_questions),
         rollout=RolloutConfig(group_size=preset.group, temperature=preset.temperature, max_turn_tokens=preset.max_turn_tokens,
                               max_response_tokens=preset.max_response_tokens, max_batch_rows=preset.max_batch_rows,
                               **backend.get("rollout", {})),
-        optim=OptimConfig(lr=preset.lr, cold_start_steps=cold_start_steps, cold_start_skip=skip,
+        optim=OptimConfig(lr=preset.lr, cold_start_steps=cold_start_steps, cold_start_skip=skip, cold_start_shows=preset.cold_start_shows,
                           gradient_checkpointing=preset.gradient_checkpointing, micro_batch=preset.micro_batch))
 
 
@@ -211,7 +215,8 @@ def _train_learners(preset: Preset, learners: list[str], results: dict, start_di
     start_em = f"{results['start']['eval']['eval/em']:.3f}" if "eval" in results["start"] else "(start not evaluated here)"
     jobs = {learner: partial(learner_result, config(learner, str(start_dir), learner), learner, preset.eval_samples, hotpotqa,
                              results.get("fingerprint")) for learner in learners}
-    view = _credit_job(preset, config, start_dir) if preset.credit_questions else None
+    # A run that only makes the start policy (--start-only) trains no learner: it has no credit view to show.
+    view = _credit_job(preset, config, start_dir) if preset.credit_questions and learners else None
     workers = min(preset.workers, len(learners))
     if workers > 1:
         import multiprocessing

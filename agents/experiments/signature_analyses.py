@@ -5,7 +5,8 @@
 2. `contribution_spread` (CW-GRPO): how contribution p = u * v spreads over the search rounds of
    successful trajectories.
 3. `f1_gain`, `search_hits` (COSEARCH): what the oracle ranker adds over the retriever's order, and how often
-   a search's pool and its shown documents hold the answer.
+   a search's pool and its shown documents hold the answer; `retrieval_room`: where the retriever ranks the
+   passage each oracle search is after (no model).
 
 The readers in between (`episode_em`, `episode_entity_rate`, `search_contributions`, `group_outcomes`,
 `successful_rounds`) take rollouts' step infos (`searchgym.info`).
@@ -180,6 +181,28 @@ def search_hits(trajectories: Sequence[Any], pool_holds_answer: Callable[[str, l
     return {"searches": float(searches), "answer_in_pool": pool / searches if searches else math.nan,
             "answer_shown": shown / searches if searches else math.nan}
 
+
+
+@dataclass(frozen=True)
+class RetrievalRoom:
+    """Where the retriever puts the passage each of the oracle's searches is after (no model involved)."""
+
+    questions: int
+    first: list[float]
+    """For the 1st, 2nd, ... search: the share whose target passage the retriever ranks first."""
+    in_pool: list[float]
+    """The same for: the target passage is within the candidate pool."""
+    all_first: float
+    """The share of questions whose every search has its target first: what a policy that reads only the
+    first document can answer at best (nan without questions)."""
+
+
+def retrieval_room(rows: Sequence[Sequence[tuple[bool, bool]]]) -> RetrievalRoom:
+    """`rows`: per question, (target first, target in the pool) of each of its oracle searches, in order."""
+    depth = max((len(r) for r in rows), default=0)
+    first = [mean_or_nan([float(r[j][0]) for r in rows if len(r) > j]) for j in range(depth)]
+    pool = [mean_or_nan([float(r[j][1]) for r in rows if len(r) > j]) for j in range(depth)]
+    return RetrievalRoom(len(rows), first, pool, mean_or_nan([float(all(f for f, _ in r)) for r in rows]))
 
 
 def mean_or_nan(values: Sequence[float]) -> float:

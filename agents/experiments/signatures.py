@@ -14,14 +14,20 @@ Each runs on the synthetic world and, given `--hotpotqa`, on that file's first q
 questions and paragraphs, the gold judge reading their supporting-fact titles).
 
 Analyses 1 and 2 read one batch of G sampled rollouts per question (the learners' sampling temperature);
-3 reads two greedy runs. All of them run on the learning check's setting (`agents.experiments.learners`, preset
-`cpu-learn`: 2-hop test-split questions of the synthetic world, 4 turns, 1 document shown, the short
-prompt), with the gold judge labelling rounds and E-GRPO's exact entity matching. Writes `results.json`
+3 reads two greedy runs (`--analyses` picks either). By default all of them run on the learning check's
+setting (`agents.experiments.learners`, preset `cpu-learn`: 2-hop test-split questions of the synthetic
+world, 4 turns, 1 document shown, the short prompt); `--preset NAME` runs them on that preset's setting,
+on its validation split where it has one (a question file's preset: on its training questions), so that
+its test questions serve the learning check alone. The gold judge labels rounds and gold entities match
+by E-GRPO's exact rule. The report opens with each method's premise against its bound (`PREMISES`: the
+oracle ranker's F1 gain >= +10%, the share of successful rounds with p = 1 <= 0.7). Writes `results.json`
 and `results.md` under `--out`.
 
     python -m agents.experiments.learners --preset cpu-learn    # writes results/learners/seed0/cold_start/model
     python -m agents.experiments.signatures --model results/learners/seed0/cold_start/model --questions 50 --threads 1
     python -m agents.experiments.signatures --model smollm2-135m --hotpotqa ../shared/data/hotpotqa/hotpot_train_sample_official.json
+    python -m agents.experiments.learners --preset cpu-ranker --start-only --eval-split validation --out results/ranker-start
+    python -m agents.experiments.signatures --preset cpu-ranker --model results/ranker-start/seed0/cold_start/model --analyses oracle
 
 The analysis functions are pure (`agents.experiments.signature_analyses`: `entity_contrast`,
 `contribution_spread`, `f1_gain`, `search_hits`): plain inputs in, numbers out.
@@ -33,7 +39,7 @@ import argparse
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,9 +50,14 @@ from agents.experiments.signature_analyses import (
     f1_gain,
     group_outcomes,
     mean_or_nan,
+    retrieval_room,
     search_hits,
     successful_rounds,
 )
+# The report's names stay importable from here, where they were before the report had a module of its own.
+from agents.experiments.signature_report import PREMISES as PREMISES
+from agents.experiments.signature_report import SYNTHETIC, report
+from agents.experiments.signature_report import premises as premises
 from searchgym.errors import ConfigError
 
 
@@ -65,7 +76,8 @@ def _finite(value: Any) -> Any:
 
 @dataclass(frozen=True)
 class Setting:
-    """The env and sampling of the analyses: by default the learning check's (`cpu-learn`)."""
+    """The env and sampling of the analyses: by default the learning check's (`cpu-learn`); `from_preset`
+    gives a preset's."""
 
     num_entities: int = 1000
     """Synthetic world size."""
@@ -84,6 +96,34 @@ class Setting:
     temperature: float = 1.0
     """Sampling temperature of the G rollouts per question (the learners' default)."""
     seed: int = 0
+    env_id: str = SYNTHETIC
+    """The env whose questions are analysed."""
+    split: str = "test"
+    """The synthetic world's split analysed: a preset with a validation split is analysed on it, so that its
+    test questions serve the learning check alone."""
+    env_options: dict = field(default_factory=dict)
+    """Further `gym.make` options of the synthetic world and its questions (`Preset.env_options`)."""
+    data_path: str | None = None
+    """The question file of an env over one."""
+    limit: int | None = None
+    """Over a question file: analyse only its first `limit` questions (a preset's training questions, so that
+    its held-out ones serve the learning check alone)."""
+
+    @classmethod
+    def from_preset(cls, preset: Any, candidates: int | None = None) -> Setting:
+        """A preset's env and sampling, on its validation split where it has one (else its test split; over a
+        question file, its training questions); `candidates` defaults to the pool COSEARCH's ranker picks from
+        in that preset (its `ranker_candidates`)."""
+        from agents.learners.cosearch import CoSearchConfig
+
+        if candidates is None:
+            candidates = preset.learner_options.get("cosearch", {}).get("ranker_candidates", CoSearchConfig.ranker_candidates)
+        options = {k: v for k, v in preset.env_options.items()}
+        return cls(num_entities=preset.num_entities, world_seed=preset.world_seed or 0, hops=tuple(preset.hops),
+                   max_turns=preset.max_turns, top_k=preset.top_k, candidates=candidates, max_turn_tokens=preset.max_turn_tokens,
+                   max_response_tokens=preset.max_response_tokens, temperature=preset.temperature, env_id=preset.env_id,
+                   split="validation" if options.get("validation_fraction") else "test", env_options=options,
+                   data_path=preset.data_path, limit=preset.train_questions)
 
     def __post_init__(self) -> None:
         if self.candidates < self.top_k:
@@ -160,95 +200,141 @@ def sampled_analyses(trajectories: Sequence[Any], group: int, name: str) -> dict
             "sampled_em": mean_or_nan([episode_em(t.step_infos) for t in trajectories])}
 
 
-def run(policy, setting: Setting, questions: int, group: int, hotpotqa: str | None = None, cache_dir: Path | None = None) -> dict[str, Any]:
-    """All three analyses, on the synthetic world and (given its file) on HotpotQA; returns what
-    `results.json` holds."""
+ANALYSES = ("sampled", "oracle", "retrieval")
+"""`sampled`: E-GRPO's and CW-GRPO's analyses (G sampled rollouts per question); `oracle`: COSEARCH's (two greedy
+runs); `retrieval`: where the retriever ranks each oracle search's gold passage (no model, seconds)."""
+
+
+def retrieval_room_of(first, setting: Setting, questions: int, name: str) -> dict[str, Any]:
+    """`retrieval_room` over `first`'s first `questions` questions: each search of the oracle trajectory
+    (`searchgym.data.oracle`) that names a gold title (a hop's subject, a HotpotQA title; not an aside) is
+    after that title's gold passage; the pool is `setting.candidates` deep."""
+    from searchgym.data.oracle import oracle_turns
+    from searchgym.entities import normalize_entity
+
+    rows = []
+    for record in first.records[:questions]:
+        targets = list(zip(map(normalize_entity, record.gold_titles), record.gold_docs))
+        row = []
+        for turn in oracle_turns(record):
+            action = first.protocol.parse(turn)
+            query = normalize_entity(action.query or "") if action.kind == "search" else ""
+            wanted = {doc for title, doc in targets if title and query.startswith(title)}
+            if wanted:
+                ids = [h.doc.id for h in first.retriever.search([action.query], setting.candidates)[0]]
+                row.append((bool(ids) and ids[0] in wanted, bool(wanted.intersection(ids))))
+        rows.append(row)
+    return {"setting": name, "candidates": setting.candidates, **asdict(retrieval_room(rows))}
+
+
+def oracle_lengths(first, setting: Setting, tokenizer, questions: int) -> dict[str, float]:
+    """Response tokens (the policy's turns and the documents shown, after the prompt) of the oracle
+    trajectories of `first`'s first `questions` questions, as the cold start tokenizes them: whether the
+    setting's `max_response_tokens` fits what the cold start teaches."""
+    import numpy as np
+
+    from agents.train.sft import oracle_example
+
+    env = _env_maker(first, setting, None)()
+    lengths = []
+    for i in range(min(questions, len(first.records))):
+        example = oracle_example(env, tokenizer, i)
+        lengths.append(len(example.token_ids) - example.loss_mask.index(1))
+    return {"mean": float(np.mean(lengths)), "p90": float(np.percentile(lengths, 90)), "max": float(max(lengths)),
+            "over_budget": float(np.mean([n > setting.max_response_tokens for n in lengths]))}
+
+
+def analysis_envs(setting: Setting, questions: int, hotpotqa: str | None = None, cache_dir: Path | None = None) -> list[tuple[str, Any]]:
+    """(name, env) of each question set analysed: the setting's (its synthetic split, or its question file's
+    first `limit` questions), then `hotpotqa`'s first questions."""
     import gymnasium as gym
 
-    firsts = [("synthetic", gym.make("SearchQA-Synthetic-v0", num_entities=setting.num_entities, hops=setting.hops, split="test",
-                                     seed=setting.world_seed, num_questions=questions, cache_dir=cache_dir if cache_dir else False).unwrapped)]
+    cache = cache_dir if cache_dir else False
+    if setting.env_id == SYNTHETIC:
+        first = gym.make(SYNTHETIC, num_entities=setting.num_entities, hops=setting.hops, split=setting.split, seed=setting.world_seed,
+                         num_questions=questions, cache_dir=cache, **setting.env_options)
+        name = "synthetic" if setting.split == "test" and not setting.env_options else f"synthetic ({setting.split})"
+    else:
+        limit = questions if setting.limit is None else min(questions, setting.limit)
+        first = gym.make(setting.env_id, data_path=setting.data_path, limit=limit, cache_dir=cache, **setting.env_options)
+        name = setting.env_id.removeprefix("SearchQA-").removesuffix("-v0")
+    envs = [(name, first.unwrapped)]
     if hotpotqa:
-        firsts.append(("HotpotQA", gym.make("SearchQA-HotpotQA-v0", data_path=hotpotqa, limit=questions,
-                                            cache_dir=cache_dir if cache_dir else False).unwrapped))
+        envs.append(("HotpotQA", gym.make("SearchQA-HotpotQA-v0", data_path=hotpotqa, limit=questions, cache_dir=cache).unwrapped))
+    return envs
+
+
+def run(policy, setting: Setting, questions: int, group: int, hotpotqa: str | None = None, cache_dir: Path | None = None,
+        analyses: Sequence[str] = ANALYSES) -> dict[str, Any]:
+    """The analyses asked for (`ANALYSES`), on the setting's questions and (given its file) on HotpotQA;
+    returns what `results.json` holds."""
+    firsts = analysis_envs(setting, questions, hotpotqa, cache_dir)
     n = min(questions, len(firsts[0][1].records))
-    results: dict[str, Any] = {"setting": {**asdict(setting), "questions": n, "group": group, "model": policy.describe()},
-                               "sampled": [], "oracle_ranker": []}
+    model = policy.describe() if policy is not None else {"model": "none (retrieval only)"}
+    results: dict[str, Any] = {"setting": {**asdict(setting), "questions": n, "group": group, "model": model},
+                               "sampled": [], "oracle_ranker": [], "retrieval": []}
     for name, first in firsts:
         count = min(questions, len(first.records))
-        sampled = _rollouts(policy, _env_maker(first, setting, None), count, group, setting.temperature, setting,
-                            f"{name}, G={group} sampled rollouts")
-        results["sampled"].append({**sampled_analyses(sampled, group, name), "questions": count})
-        results["oracle_ranker"].append(oracle_ranker_gain(policy, first, setting, count, name))
+        if "sampled" in analyses:
+            sampled = _rollouts(policy, _env_maker(first, setting, None), count, group, setting.temperature, setting,
+                                f"{name}, G={group} sampled rollouts")
+            results["sampled"].append({**sampled_analyses(sampled, group, name), "questions": count})
+        if "oracle" in analyses:
+            results["oracle_ranker"].append(oracle_ranker_gain(policy, first, setting, count, name))
+        if "retrieval" in analyses:
+            room = retrieval_room_of(first, setting, count, name)
+            if policy is not None:
+                room["oracle_tokens"] = oracle_lengths(first, setting, policy.tokenizer, count)
+            results["retrieval"].append(room)
     return results
 
 
-# -- the report --------------------------------------------------------------------------------------------
+def _setting(args: argparse.Namespace) -> Setting:
+    """The analyses' setting: `--preset`'s, or the learning check's, with the flags' overrides."""
+    from dataclasses import replace
 
-def _f(x: float, digits: int = 3) -> str:
-    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else "inf" if x == math.inf else f"{x:.{digits}f}"
+    if args.preset is None:
+        if args.data_path or args.env_option:
+            raise ConfigError("--data-path and --env-option go with a --preset")
+        return Setting(num_entities=args.entities or Setting.num_entities, candidates=args.candidates or Setting.candidates,
+                       seed=args.seed)
+    from agents.experiments.presets import PRESETS
 
+    if args.preset not in PRESETS:
+        raise ConfigError(f"--preset {args.preset!r}: no such preset; presets: {', '.join(sorted(PRESETS))}")
+    setting = replace(Setting.from_preset(PRESETS[args.preset], args.candidates), seed=args.seed)
+    if args.entities:
+        setting = replace(setting, num_entities=args.entities)
+    if args.env_option:
+        from agents.experiments.presets import parse_env_options
 
-def report(results: dict[str, Any]) -> str:
-    """The three tables, each under a caption with the paper's figure; one row (or block) per setting."""
-    s = results["setting"]
-    lines = [
-        f"Model {s['model'].get('model', s['model'])}; {s['questions']} test questions of the synthetic world ({'/'.join(map(str, s['hops']))}-hop, "
-        f"{s['num_entities']} entities, world seed {s['world_seed']}), {s['max_turns']} turns, {s['top_k']} document(s) shown.",
-        "",
-        f"E-GRPO: questions where correct rollouts match more gold entities than wrong ones, over G={s['group']} rollouts at "
-        f"temperature {s['temperature']} (paper: 1939 vs 487, about 4:1, over G=8)",
-        "",
-        "| setting | questions | sampled EM | correct > wrong | wrong > correct | ratio | ties | all right or all wrong (left out) | "
-        "mean rate, correct | mean rate, wrong |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for g in results["sampled"]:
-        ec = g["entity_contrast"]
-        lines.append(f"| {g['setting']} | {g['questions']} | {_f(g['sampled_em'])} | {ec['correct_higher']} | {ec['wrong_higher']} | "
-                     f"{_f(ec['ratio'], 2)} | {ec['ties']} | {ec['unmixed']} | {_f(ec['mean_rate_correct'])} | {_f(ec['mean_rate_wrong'])} |")
-    for g in results["sampled"]:
-        cs = g["contribution_spread"]
-        lines += [
-            "",
-            f"CW-GRPO, {g['setting']}: contribution p = u*v (gold judge) over the search rounds of the {cs['trajectories']} successful "
-            f"sampled trajectories (paper: concentrated in a few key rounds); share of rounds with p = 1: {_f(cs['contributing_share'])} "
-            f"of {cs['rounds']}; {cs['no_search']} answered without searching",
-            "",
-            "| contributing rounds | trajectories |", "|---|---|",
-            *[f"| {k} | {v} |" for k, v in cs["contributing"].items()],
-            "",
-            "| search rounds | trajectories |", "|---|---|",
-            *[f"| {k} | {v} |" for k, v in cs["searches"].items()],
-            "",
-            "| round | rounds | share with p = 1 |", "|---|---|---|",
-            *[f"| {j + 1} | {n} | {_f(share)} |" for j, (n, share) in enumerate(cs["by_position"])],
-        ]
-    lines += [
-        "",
-        "COSEARCH: greedy EM/F1 with answer-bearing candidates moved to the top (oracle ranker) vs the retriever's order "
-        "(paper: +14.7% F1 for a 7B agent, +26.8% for 3B)",
-        "",
-        "| setting | questions | pool / shown | answer in pool | answer shown (retriever -> oracle) | EM retriever | EM oracle | "
-        "F1 retriever | F1 oracle | F1 change | relative |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for g in results["oracle_ranker"]:
-        r, o = g["retriever"], g["oracle"]
-        rel = g["f1_relative_change"]
-        lines.append(f"| {g['setting']} | {g['questions']} | {g['candidates']} / {g['top_k']} | {_f(r['answer_in_pool'])} | "
-                     f"{_f(r['answer_shown'])} -> {_f(o['answer_shown'])} | {_f(r['em'])} | {_f(o['em'])} | {_f(r['f1'])} | "
-                     f"{_f(o['f1'])} | {g['f1_change']:+.3f} | {'-' if math.isnan(rel) else f'{rel:+.1%}'} |")
-    return "\n".join(lines)
+        setting = replace(setting, env_options=parse_env_options(args.env_option, setting.env_options))
+    if args.data_path:
+        if setting.env_id == SYNTHETIC:
+            raise ConfigError(f"--data-path: preset {args.preset} is over the synthetic world, not a question file")
+        setting = replace(setting, data_path=args.data_path)
+    return setting
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="each paper's signature analysis on a policy's rollouts")
-    p.add_argument("--model", required=True, help="a model folder (e.g. a cold start written by agents.experiments.learners), "
-                   "smollm2-135m, or tiny (a random model, for tests)")
+    p.add_argument("--model", help="a model folder (e.g. a cold start written by agents.experiments.learners), "
+                   "smollm2-135m, or tiny (a random model, for tests); not needed for --analyses retrieval alone")
     p.add_argument("--questions", type=int, default=50, help="synthetic test questions (and HotpotQA questions)")
     p.add_argument("--group", type=int, default=8, help="G: sampled rollouts per question for the E-GRPO and CW-GRPO analyses")
-    p.add_argument("--candidates", type=int, default=Setting.candidates, help="the candidate pool per search the oracle reorders")
-    p.add_argument("--entities", type=int, default=Setting.num_entities, help="synthetic world size")
+    p.add_argument("--preset", help="analyse a preset's setting (agents.experiments.presets: cpu-ranker, cpu-rounds, cpu-hotpotqa, "
+                   "cpu-learn, ...) on its validation split, or its training questions over a question file; default: the "
+                   "learning check's setting on its test split")
+    p.add_argument("--analyses", nargs="+", choices=ANALYSES, default=list(ANALYSES), help="sampled: E-GRPO's and CW-GRPO's "
+                   "(G sampled rollouts per question); oracle: COSEARCH's oracle ranker (two greedy runs); retrieval: where the "
+                   "retriever ranks each oracle search's gold passage (no model; given --model, also the oracle trajectories' "
+                   "response tokens in its tokenizer)")
+    p.add_argument("--data-path", help="with --preset over a question file: the file (default: the preset's)")
+    p.add_argument("--env-option", nargs="+", default=[], metavar="OPTION=VALUE", help="with --preset: set a gym.make option of "
+                   "its env (decoy_rate=1.0, ...)")
+    p.add_argument("--candidates", type=int, help=f"the candidate pool per search the oracle reorders (default {Setting.candidates}; "
+                   "with --preset, the pool COSEARCH's ranker picks from in it)")
+    p.add_argument("--entities", type=int, help=f"synthetic world size (default {Setting.num_entities}, or the preset's)")
     p.add_argument("--hotpotqa", metavar="FILE", help="also run the three analyses on this HotpotQA file's first questions")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=None, help="threads for torch, numba and BLAS (default: the physical cores)")
@@ -262,10 +348,15 @@ def main(argv: list[str] | None = None) -> int:
 
     set_threads(args.threads)
     hf_logging.disable_progress_bar()
-    setting = Setting(num_entities=args.entities, candidates=args.candidates, seed=args.seed)
+    setting = _setting(args)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    results = run(load_policy(args.model, args.seed), setting, args.questions, args.group, args.hotpotqa, out / "cache")
+    needs_model = set(args.analyses) - {"retrieval"}
+    if needs_model and not args.model:
+        raise ConfigError(f"--analyses {' '.join(sorted(needs_model))} roll a policy out: give --model")
+    # With a model, the retrieval analysis also counts the oracle trajectories' tokens in its tokenizer.
+    policy = load_policy(args.model, args.seed) if args.model else None
+    results = run(policy, setting, args.questions, args.group, args.hotpotqa, out / "cache", args.analyses)
     results["command"] = "python -m agents.experiments.signatures " + " ".join(argv if argv is not None else __import__("sys").argv[1:])
     table = report(results)
     (out / "results.json").write_text(json.dumps(_finite(results), indent=2, default=str))

@@ -145,15 +145,20 @@ class RankerTrainer(SecondModel):
 
     def cold_start(self, env: Any) -> dict[str, float]:
         """`ranker_cold_start_steps` supervised steps on the oracle reranks of `env`'s questions (the synthetic
-        world; skipped with a warning elsewhere); returns `ranker_cold_start/*` metrics."""
+        world's, or questions with gold titles: `searchgym.data.oracle`; skipped with a warning elsewhere);
+        returns `ranker_cold_start/*` metrics."""
         from agents.learners.ranker_sft import supervised_ranker_steps
 
         c = self.config
         if c.ranker_cold_start_steps <= 0:
             return {}
-        if not hasattr(env.unwrapped, "world"):
-            logger.warning("ranker cold start skipped: %s has no oracle trajectories (only SearchQA-Synthetic-v0 does); "
-                           "set ranker_cold_start_steps=0 to silence this", type(env.unwrapped).__name__)
+        from searchgym.data.oracle import has_oracle
+
+        records = getattr(env.unwrapped, "records", None)
+        if not records or not has_oracle(records):
+            logger.warning("ranker cold start skipped: %s has no oracle trajectories (the synthetic world's questions and "
+                           "questions with gold titles have them); set ranker_cold_start_steps=0 to silence this",
+                           type(env.unwrapped).__name__)
             return {"ranker_cold_start/steps": 0.0}
         if self.ctx.supervised_step is None:
             raise ConfigError("the ranker's cold start needs SecondModelContext.supervised_step (agents.train.sft.sft_step)")

@@ -118,7 +118,8 @@ def oracle_target(hits: Sequence[Hit], useful: Sequence[bool], answers: Sequence
 def oracle_reranks(env: Any, index: int, *, candidates: int, count_tokens: Callable[[str], int] | None = None,
                    max_tokens: int | None = None, question_as_query: bool = False,
                    shuffle: np.random.Generator | None = None) -> list[OracleRerank]:
-    """The oracle reranks of question `index` of a synthetic env (one per search of its oracle trajectory),
+    """The oracle reranks of question `index` of an env (one per search of its oracle trajectory,
+    `searchgym.data.oracle`),
     with the env's retriever, `candidates` documents per search and k = the env's `top_k`. The env is not
     stepped, so its own ranker (a model) is never called.
 
@@ -126,14 +127,17 @@ def oracle_reranks(env: Any, index: int, *, candidates: int, count_tokens: Calla
     searches the question verbatim sends): there the retriever's first candidate is often not useful,
     whereas the oracle's sub-queries put a useful one first. `shuffle`: each request shows its candidates in
     an order drawn from this generator instead of the retriever's."""
+    from searchgym.data.oracle import has_oracle, oracle_turns
+
     base = env.unwrapped
-    if not hasattr(base, "world"):
-        raise ConfigError("the ranker's cold start needs the synthetic world's oracle trajectories (env_id SearchQA-Synthetic-v0)")
     record = base.records[index]
+    if not has_oracle([record]):
+        raise ConfigError("the ranker's cold start needs oracle trajectories: the synthetic world's questions, or questions "
+                          "with gold titles and an answer (searchgym.data.oracle)")
     if question_as_query:
         queries = [record.question]
     else:
-        actions = [base.protocol.parse(turn) for turn in base.world.oracle_trajectory(record)]
+        actions = [base.protocol.parse(turn) for turn in oracle_turns(record)]
         queries = [a.query or "" for a in actions if a.kind == "search"]
     out = []
     for query in queries:

@@ -24,6 +24,8 @@ from searchgym.errors import ConfigError
 from searchgym.threads import check_threads
 
 Sharding = Literal["none", "fsdp2"]
+EvalSplit = Literal["test", "validation"]
+ColdStartShows = Literal["retriever", "gold"]
 
 TRAINING_ROLLOUT: dict[str, Any] = {"group_size": 4, "max_turn_tokens": 48, "max_response_tokens": 384}
 """A training run's rollout settings where they differ from `RolloutConfig`'s own defaults (the engine's:
@@ -70,6 +72,13 @@ class EnvConfig:
     """Question file for non-synthetic envs."""
     corpus_path: str | None = None
     """Corpus file for non-synthetic envs."""
+    eval_split: EvalSplit = "test"
+    """The synthetic world's questions the run evaluates on: `test`, or `validation` (a world built with
+    `options={"validation_fraction": ...}`), the questions to choose a setting on."""
+    train_questions: int | None = None
+    """For an env over a question file: train on its first `train_questions` questions and evaluate on those
+    after them (held out, searching the same paragraphs); None trains and evaluates on the file's questions
+    from its first."""
     judge: str | None = "gold"
     """The judge of learners that read per-round labels (CW-GRPO): `gold` (rules over the gold annotations),
     or None; a `Judge` object (e.g. an `LLMJudge`) goes in through `options={"judge": ...}`."""
@@ -79,6 +88,15 @@ class EnvConfig:
 
     def __post_init__(self) -> None:
         _at_least(self, 1, "max_turns", "top_k", "num_questions", "num_entities")
+        if self.eval_split not in get_args(EvalSplit):
+            raise ConfigError(f"EnvConfig.eval_split must be one of {get_args(EvalSplit)}, got {self.eval_split!r}")
+        synthetic = self.id == "SearchQA-Synthetic-v0"
+        if self.eval_split != "test" and not synthetic:
+            raise ConfigError(f"EnvConfig.eval_split={self.eval_split!r} picks synthetic questions; over a question file "
+                              "hold questions out with train_questions")
+        if self.train_questions is not None and (synthetic or self.train_questions < 1):
+            raise ConfigError(f"EnvConfig.train_questions must be None or >= 1, and is for question files (the synthetic world "
+                              f"has splits); got {self.train_questions} with {self.id}")
         if self.world_seed is not None and self.world_seed < 0:
             raise ConfigError(f"EnvConfig.world_seed must be None or >= 0, got {self.world_seed}")
         self.hops = tuple(int(h) for h in self.hops)
@@ -143,6 +161,11 @@ class OptimConfig:
     """Batches of the cold start's seeded question stream passed over before its first step: a cold start
     continued from an earlier one's weights (same seed) takes up where that one stopped instead of
     repeating its batches."""
+    cold_start_shows: ColdStartShows = "retriever"
+    """What the oracle trajectories' searches show: the env's own order (`retriever`), or the question's
+    gold passages first (`gold`, `searchgym.rankers.GoldPassageRanker`), so that each oracle turn reads its
+    fact from a document that states it where the retriever's first one does not (a world with decoy
+    passages, HotpotQA's paragraphs)."""
 
     def __post_init__(self) -> None:
         _at_least(self, 1, "micro_batch", "cold_start_batch", "lora_rank")
@@ -152,6 +175,8 @@ class OptimConfig:
             raise ConfigError("warmup_steps, cold_start_steps and cold_start_skip must be >= 0")
         if not self.max_grad_norm > 0:
             raise ConfigError(f"max_grad_norm must be > 0, got {self.max_grad_norm}")
+        if self.cold_start_shows not in get_args(ColdStartShows):
+            raise ConfigError(f"cold_start_shows must be one of {get_args(ColdStartShows)}, got {self.cold_start_shows!r}")
         if self.adamw not in ADAMW_IMPLEMENTATIONS:
             raise ConfigError(f"adamw must be one of {', '.join(ADAMW_IMPLEMENTATIONS)}, got {self.adamw!r}")
 

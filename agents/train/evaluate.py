@@ -25,6 +25,8 @@ class Evaluation:
     """Greedy EM per question, in question order."""
     avg_em: list[float] | None = None
     """With samples: the mean EM of each question's k samples, in question order (their mean is Avg@k)."""
+    searches: list[float] | None = None
+    """Greedy searches per question, in question order (for paired comparisons of tool calls)."""
 
 
 def _rollouts(policy, make_env, engine_config: RolloutConfig, n: int, group: int, temperature: float, seed: int | None):
@@ -64,7 +66,8 @@ def evaluation_of(greedy: list[dict], sampled: list[dict], samples: int = 0) -> 
     metrics = eval_metrics(greedy)
     if samples >= 2:
         metrics.update(sampled_metrics(sampled, samples))
-    return Evaluation(metrics, [float(s.get("em", 0.0)) for s in greedy], per_question_em(sampled, samples) if samples >= 2 else None)
+    return Evaluation(metrics, [float(s.get("em", 0.0)) for s in greedy], per_question_em(sampled, samples) if samples >= 2 else None,
+                      [float(s.get("searches", 0)) for s in greedy])
 
 
 def sampled_metrics(summaries: list[dict], samples: int) -> dict[str, float]:

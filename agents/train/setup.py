@@ -120,9 +120,19 @@ def jsonable_config(config) -> dict[str, Any]:
     return {"version": CONFIG_VERSION, "learner_name": config.learner_name, **out}
 
 
+def eval_split(config) -> str:
+    """The split the run evaluates on: the synthetic world's `EnvConfig.eval_split`; for a question file,
+    `heldout` (the questions after `train_questions`) or `train` (the training questions)."""
+    e = config.env
+    if e.id == "SearchQA-Synthetic-v0":
+        return e.eval_split
+    return "heldout" if e.train_questions is not None else "train"
+
+
 def env_kwargs(config, split: str, cache_dir: Path) -> dict[str, Any]:
-    """`gym.make` keyword arguments of the run's env for `split` (the synthetic world's train or test split;
-    other envs ignore it), before what the learner asks for."""
+    """`gym.make` keyword arguments of the run's env for `split` (the synthetic world's train, test or
+    validation split; for a question file `train`, or `heldout`: `eval_split`), before what the learner
+    asks for."""
     e = config.env
     kwargs: dict[str, Any] = dict(max_turns=e.max_turns, top_k=e.top_k, cache_dir=cache_dir, **e.options)
     if e.id == "SearchQA-Synthetic-v0":
@@ -130,6 +140,8 @@ def env_kwargs(config, split: str, cache_dir: Path) -> dict[str, Any]:
                       num_questions=e.num_questions if split == "train" else max(config.eval_questions, 1))
     else:
         kwargs.update(data_path=e.data_path, corpus_path=e.corpus_path)
+        if e.train_questions is not None:
+            kwargs["limit" if split == "train" else "offset"] = e.train_questions
     return kwargs
 
 

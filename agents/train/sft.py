@@ -1,8 +1,12 @@
-"""Cold start: supervised steps on the synthetic world's oracle trajectories (E-GRPO starts from one).
+"""Cold start: supervised steps on oracle trajectories (E-GRPO starts from one): the synthetic world's, or
+for questions with gold titles one search per title (`searchgym.data.oracle`).
 
 Each example is built exactly as a rollout would be: the chat-templated prompt, then for each oracle turn
 its tokens (trained on) and the env's real observation (not trained on), concatenated segment by segment,
-so the format the policy learns is the one the rollout engine feeds it.
+so the format the policy learns is the one the rollout engine feeds it. With
+`OptimConfig.cold_start_shows="gold"` the observations are those of the env with its gold-passage ranker
+(`searchgym.rankers.GoldPassageRanker`): each hop's gold passage first, so that an oracle turn that reads a
+fact has been shown it, even where the retriever puts a decoy first.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from agents.rollout.batch import token_logprobs
 from agents.train.distributed import all_reduce_sum, shard, sum_gradients
 from agents.train.setup import adamw
 from agents.train.update import pad_batch
+from searchgym.data.oracle import has_oracle, oracle_turns
 
 
 @dataclass
@@ -33,12 +38,12 @@ def chat_prompt(tokenizer, observation: str) -> str:
 
 
 def oracle_example(env: gym.Env, tokenizer, index: int) -> Example:
-    """Token ids and loss mask of the oracle trajectory of question `index` of a synthetic env."""
+    """Token ids and loss mask of the oracle trajectory of question `index` of `env`."""
     base = env.unwrapped
     obs, _ = env.reset(options={"index": index})
     ids = tokenizer.encode(chat_prompt(tokenizer, obs), add_special_tokens=False)
     mask = [0] * len(ids)
-    for turn in base.world.oracle_trajectory(base.record):
+    for turn in oracle_turns(base.record):
         turn_ids = tokenizer.encode(turn, add_special_tokens=False)
         ids += turn_ids
         mask += [1] * len(turn_ids)
@@ -82,15 +87,28 @@ def sft_step(
 
 
 
+def cold_start_env(trainer) -> gym.Env:
+    """The env the cold start's oracle trajectories step: the trainer's training env, or with
+    `cold_start_shows="gold"` one over the same questions whose searches show the gold passages first."""
+    c = trainer.config
+    if c.optim.cold_start_shows == "retriever":
+        return trainer.env
+    from agents.train import setup
+
+    return gym.make(c.env.id, **{**setup.env_kwargs(c, "train", trainer.out / "cache"), "ranker": "gold"})
+
+
 def cold_start(trainer) -> list[float]:
-    """`cold_start_steps` supervised steps of `trainer.model` on oracle trajectories of its env (synthetic
-    world only), with a fresh AdamW at `cold_start_lr`, after passing over `cold_start_skip` batches of the
-    seeded question stream; returns each step's loss (over every rank)."""
+    """`cold_start_steps` supervised steps of `trainer.model` on oracle trajectories of its env's questions
+    (`cold_start_env`), with a fresh AdamW at `cold_start_lr`, after passing over `cold_start_skip` batches
+    of the seeded question stream; returns each step's loss (over every rank)."""
     c = trainer.config
     if c.optim.cold_start_steps <= 0:
         return []
-    if not hasattr(trainer.env.unwrapped, "world"):
-        raise ValueError("cold start needs the synthetic world's oracle trajectories (env_id SearchQA-Synthetic-v0)")
+    if not has_oracle(trainer.env.unwrapped.records):
+        raise ValueError("cold start needs oracle trajectories: the synthetic world's questions, or questions with gold "
+                         "titles and an answer (searchgym.data.oracle)")
+    env = cold_start_env(trainer)
     model, tokenizer, acc, sharded = trainer.model, trainer.tokenizer, trainer.accelerator, trainer.sharded
     params = sharded.parameters() if sharded is not None else [p for p in model.parameters() if p.requires_grad]
     optimizer = adamw(params, c.optim.cold_start_lr, c.optim.adamw)
@@ -102,11 +120,11 @@ def cold_start(trainer) -> list[float]:
         chosen = [int(i) for i in rng.choice(trainer.num_questions, c.optim.cold_start_batch, replace=False)]
         optimizer.zero_grad(set_to_none=True)
         if acc is None:
-            batch = [oracle_example(trainer.env, tokenizer, i) for i in chosen]
+            batch = [oracle_example(env, tokenizer, i) for i in chosen]
             losses.append(sft_step(model, batch, pad_id=tokenizer.pad_token_id, micro_batch=c.optim.micro_batch))
             torch.nn.utils.clip_grad_norm_(params, c.optim.max_grad_norm)
         else:
-            batch = [oracle_example(trainer.env, tokenizer, i) for i in shard(chosen, trainer.rank, trainer.world)]
+            batch = [oracle_example(env, tokenizer, i) for i in shard(chosen, trainer.rank, trainer.world)]
             (total,) = all_reduce_sum(acc, [sum(sum(e.loss_mask) for e in batch)])
             if sharded is not None:
                 # As in the RL update: FSDP2 sums the ranks' gradients, every rank runs as many passes.

@@ -345,12 +345,13 @@ class Trainer:
         return losses
 
     def evaluate(self, count: int | None = None) -> dict[str, float]:
-        """Greedy EM/F1 on the first `count` test-split questions (synthetic world) or training questions."""
+        """Greedy EM/F1 on the first `count` questions of the run's evaluation split (`setup.eval_split`: the
+        synthetic world's test or validation split; a question file's held-out or training questions)."""
         return self.evaluation(count).metrics
 
     def evaluation(self, count: int | None = None, samples: int = 0) -> Evaluation:
         """`evaluate`, plus each question's greedy EM and, with `samples` = k >= 2, Avg@k (seeded by the run's seed)."""
-        split = "test" if self.config.env.id == "SearchQA-Synthetic-v0" else "train"
+        split = setup.eval_split(self.config)
         return evaluate_policy(self.rollout_policy, lambda: self._make_env(split), self.engine.config, count or self.config.eval_questions,
                                samples=samples, temperature=self.config.rollout.temperature, seed=self.config.seed)
 

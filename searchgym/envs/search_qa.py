@@ -92,7 +92,8 @@ class SearchQAEnv(gym.Env[str, str]):
     - `corpus`: the documents to search; may be None when `retriever` is an object with its own corpus.
     - `retriever`: `"bm25"` (bm25s, default), `"rank_bm25"`, or any `Retriever`.
     - `ranker`: None (retriever order), `"oracle"` (candidates holding a gold answer first: COSEARCH's oracle
-      experiment, `searchgym.rankers.oracle`) or any `Ranker`.
+      experiment, `searchgym.rankers.oracle`), `"gold"` (the question's gold passages first: a reading
+      oracle, `GoldPassageRanker`) or any `Ranker`.
     - `answer_reward`: `"em"`, `"f1"`, `"cover_em"`, `"subem"` or a function (prediction, golds) -> float;
       or `"doc_recall"`, `"doc_ndcg"`: the documents shown, for questions with gold documents (BEIR). An
       answer reward over questions of which none has an answer is a `ConfigError`, and so is a document
@@ -153,6 +154,10 @@ class SearchQAEnv(gym.Env[str, str]):
       question file's paragraphs); a JSON list of `{title, text}` objects reads as a corpus.
     - 2026-12-04, new options that change nothing unless used: `entity_match` (`"exact"`: E-GRPO's rule),
       `render_mode="rgb_array"`, `ranker="oracle"`.
+    - 2026-12-06, new options that change nothing unless used: `ranker="gold"`; for `SearchQA-Synthetic-v0`,
+      `split="validation"`, `validation_fraction`, `decoy_rate` and `aside_rate` (and `distractor_rate`,
+      `passages_per_entity`, `WorldConfig`'s fields at their defaults); for the benchmark and custom ids,
+      `offset` (questions of the file left out before the first).
     Rewards, episodes and every observation and info key not listed are unchanged.
 
     ## Example

@@ -65,9 +65,15 @@ def _split_arg(data_path: str | Path, split: str | None) -> str | None:
     return split if Path(data_path).is_dir() else None
 
 
-def _limit(records: list[QARecord], limit: int | None) -> list[QARecord]:
+def _limit(records: list[QARecord], limit: int | None, offset: int = 0) -> list[QARecord]:
+    """The file's questions from position `offset` on, at most `limit` of them."""
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ConfigError(f"limit must be an integer >= 1 or None, got {str(limit)[:40]!r}")
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise ConfigError(f"offset must be an int >= 0 (questions of the file left out before the first), got {offset!r}")
+    if offset and offset >= len(records):
+        raise ConfigError(f"offset {offset} leaves no question: the file has {len(records)}; use a smaller offset")
+    records = records[offset:]
     return records if limit is None else records[:limit]
 
 
@@ -82,7 +88,9 @@ class BenchmarkSearchQAEnv(SearchQAEnv):
 
     The file must hold this benchmark's questions (`searchgym.data.checks`): another benchmark's file is a
     `ConfigError` that says what it was detected as. `format=` names the file's format (see
-    `searchgym.data.load_dataset_file`) and skips that check. `on_error="skip"` leaves out the records
+    `searchgym.data.load_dataset_file`) and skips that check. `offset` leaves out the file's first questions
+    and `limit` keeps at most that many of the rest, so that two envs over one file (and its paragraphs)
+    can train and evaluate on disjoint questions. `on_error="skip"` leaves out the records
     of the question file and of the corpus file that cannot be read, with one warning per file that counts
     them. `data_path` may be a BEIR folder (of this benchmark, e.g. BEIR's `nq`); `split` then picks its
     qrels file.
@@ -96,6 +104,7 @@ class BenchmarkSearchQAEnv(SearchQAEnv):
         corpus_path: str | Path | None = None,
         split: str | None = None,
         limit: int | None = None,
+        offset: int = 0,
         download: bool = True,
         cache_dir: str | Path | None | Literal[False] = None,
         format: DatasetFormat = "auto",
@@ -124,7 +133,7 @@ class BenchmarkSearchQAEnv(SearchQAEnv):
                 "Search-R1 retrieval server",
                 path=data_path,
             )
-        super().__init__(_limit(list(loaded.records), limit), corpus, cache_dir=cache_dir, **env_options)
+        super().__init__(_limit(list(loaded.records), limit, offset), corpus, cache_dir=cache_dir, **env_options)
 
 
 class SyntheticSearchQAEnv(SearchQAEnv):
@@ -133,6 +142,11 @@ class SyntheticSearchQAEnv(SearchQAEnv):
     A deterministic fictional world of people, places, organisations and works, rendered as
     encyclopedia passages, with 1- to 4-hop questions that no model can answer from memory. Works with no
     data files and no network. Train and test splits start from disjoint entities.
+
+    World and question options, each off (or at its earlier value) by default, so the default world and
+    questions are byte for byte what they were before the option existed: `distractor_rate`,
+    `passages_per_entity`, `validation_fraction` and `decoy_rate` are `WorldConfig`'s fields, `aside_rate`
+    is `QuestionConfig`'s. `split="validation"` needs `validation_fraction` > 0.
     """
 
     def __init__(
@@ -140,20 +154,28 @@ class SyntheticSearchQAEnv(SearchQAEnv):
         *,
         num_entities: int = 2000,
         hops: int | tuple[int, ...] = (1, 2, 3),
-        split: Literal["train", "test"] = "train",
+        split: Literal["train", "test", "validation"] = "train",
         num_questions: int = 1000,
         seed: int = 0,
+        distractor_rate: float = 0.15,
+        passages_per_entity: int = 3,
+        validation_fraction: float = 0.0,
+        decoy_rate: float = 0.0,
+        aside_rate: float = 0.0,
         cache_dir: str | Path | None | Literal[False] = None,
         **env_options: Any,
     ):
-        from searchgym.data.synthetic import QuestionConfig
+        from searchgym.data.synthetic import QuestionConfig, WorldConfig
 
         _check_env_options(type(self).__name__, env_options)
         if isinstance(hops, list):
             hops = tuple(hops)
-        self.world = _shared_world(num_entities, seed)
+        self.world = _shared_world(WorldConfig(num_entities=num_entities, seed=seed, distractor_rate=distractor_rate,
+                                               passages_per_entity=passages_per_entity,
+                                               validation_fraction=validation_fraction, decoy_rate=decoy_rate))
         """The generated world: entities, relations and `oracle_trajectory(record)`."""
-        records = self.world.questions(QuestionConfig(hops=hops, num_questions=num_questions, split=split, seed=seed))
+        records = self.world.questions(QuestionConfig(hops=hops, num_questions=num_questions, split=split, seed=seed,
+                                                      aside_rate=aside_rate))
         super().__init__(records, self.world.corpus, cache_dir=cache_dir, **env_options)
 
 
@@ -167,7 +189,8 @@ class CustomSearchQAEnv(SearchQAEnv):
     carries its own paragraphs, when a BEIR folder brings its `corpus.jsonl`, or when `retriever` is an
     object. Any benchmark's file loads here, unchecked; `format=` names its format when detection cannot
     tell. `on_error="skip"` leaves out the records of the question file and of the corpus file that cannot
-    be read, with one warning per file that counts them.
+    be read, with one warning per file that counts them. `offset` and `limit` pick a range of the file's
+    questions, as for the benchmark ids.
     """
 
     def __init__(
@@ -177,6 +200,7 @@ class CustomSearchQAEnv(SearchQAEnv):
         corpus_path: str | Path | None = None,
         split: str | None = None,
         limit: int | None = None,
+        offset: int = 0,
         cache_dir: str | Path | None | Literal[False] = None,
         format: DatasetFormat = "auto",
         on_error: OnError = "raise",
@@ -196,16 +220,16 @@ class CustomSearchQAEnv(SearchQAEnv):
         corpus = _corpus_of(loaded, corpus_path, env_options, on_error)
         if corpus is None and isinstance(env_options.get("retriever", "bm25"), str):
             raise DataNotFoundError("no corpus: pass corpus_path= a corpus file, or retriever= a retriever object", path=data_path)
-        super().__init__(_limit(list(loaded.records), limit), corpus, cache_dir=cache_dir, **env_options)
+        super().__init__(_limit(list(loaded.records), limit, offset), corpus, cache_dir=cache_dir, **env_options)
 
 
 @functools.lru_cache(maxsize=4)
-def _shared_world(num_entities: int, seed: int):
+def _shared_world(config):
     """Worlds are immutable and deterministic, so envs of one process share them: a vector env or a
-    rollout engine with 32 envs builds the world once, not 32 times."""
-    from searchgym.data.synthetic import SyntheticWorld, WorldConfig
+    rollout engine with 32 envs builds the world of a `WorldConfig` once, not 32 times."""
+    from searchgym.data.synthetic import SyntheticWorld
 
-    return SyntheticWorld.generate(WorldConfig(num_entities=num_entities, seed=seed))
+    return SyntheticWorld.generate(config)
 
 
 def _env_id(dataset: str) -> str:

@@ -2,6 +2,6 @@
 
 from searchgym.rankers.base import IdentityRanker, Ranker, RankResult, resolve_ranker
 from searchgym.rankers.llm import LLMRanker, LLMRankerConfig, RankRequest, RerankParse, parse_rerank
-from searchgym.rankers.oracle import OracleRanker, answer_bearing
+from searchgym.rankers.oracle import GoldPassageRanker, OracleRanker, answer_bearing
 
-__all__ = ["IdentityRanker", "LLMRanker", "LLMRankerConfig", "OracleRanker", "RankRequest", "RankResult", "Ranker", "RerankParse", "answer_bearing", "parse_rerank", "resolve_ranker"]
+__all__ = ["GoldPassageRanker", "IdentityRanker", "LLMRanker", "LLMRankerConfig", "OracleRanker", "RankRequest", "RankResult", "Ranker", "RerankParse", "answer_bearing", "parse_rerank", "resolve_ranker"]

@@ -50,18 +50,18 @@ def _first(n: int) -> RankResult:
 
 
 def resolve_ranker(ranker: str | Ranker | None, records: Sequence[QARecord] | None = None) -> Ranker:
-    """A `Ranker` from a name (`identity`; `oracle`, which needs the env's `records` for their gold answers)
-    or the object itself."""
+    """A `Ranker` from a name (`identity`; `oracle`, which needs the env's `records` for their gold answers;
+    `gold`, which needs them for their gold passages) or the object itself."""
     if ranker is None or ranker == "identity":
         return IdentityRanker()
-    if ranker == "oracle":
+    if ranker in ("oracle", "gold"):
         if records is None:
-            raise ConfigError("ranker='oracle' needs the questions' records (their gold answers); pass OracleRanker(...)")
-        from searchgym.rankers.oracle import OracleRanker
+            raise ConfigError(f"ranker={ranker!r} needs the questions' records (their gold annotations); pass the ranker object")
+        from searchgym.rankers.oracle import GoldPassageRanker, OracleRanker
 
-        return OracleRanker.from_records(records)
+        return OracleRanker.from_records(records) if ranker == "oracle" else GoldPassageRanker.from_records(records)
     if isinstance(ranker, str):
-        raise ConfigError(f"unknown ranker {ranker!r}; use 'identity', 'oracle' or pass a Ranker object")
+        raise ConfigError(f"unknown ranker {ranker!r}; use 'identity', 'oracle', 'gold' or pass a Ranker object")
     if not isinstance(ranker, Ranker):
         raise ConfigError(f"ranker must have rank(question, query, candidates, k) and describe(); got {type(ranker).__name__}")
     return ranker

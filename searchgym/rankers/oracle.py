@@ -9,6 +9,12 @@ COSEARCH's Hit@k uses for relevance).
 The ranker knows the gold answers of the questions it was built for (the env's records); it is an
 analysis tool, never a policy's ranker in a benchmark. `SearchQAEnv(..., ranker="oracle")` builds one
 over the env's own records.
+
+`GoldPassageRanker` (`ranker="gold"`) is the reading oracle beside it: the question's gold passages
+(`QARecord.gold_docs`, the passage each hop's fact is stated in) first. A cold start that imitates oracle
+trajectories can show them (`OptimConfig.cold_start_shows="gold"`), so that each oracle turn reads its
+fact from the document it was shown even where the retriever's first document is a decoy
+(`WorldConfig.decoy_rate`).
 """
 
 from __future__ import annotations
@@ -75,3 +81,45 @@ class OracleRanker:
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "oracle", "relevance": "cover_em(title + text, gold answers)", "questions": len(self.answers)}
+
+
+class GoldPassageRanker:
+    """Shows the candidates that are one of the question's gold passages first, then the others, each part in
+    retriever order.
+
+    `gold_docs`: each question's gold passage ids, keyed by the question text. A question asked with none
+    known is a `BatchError`, as with `OracleRanker`.
+
+    >>> from searchgym.data.records import QARecord
+    >>> ranker = GoldPassageRanker.from_records([QARecord(id="q", question="Q?", answers=("a",), gold_docs=("d2",))])
+    >>> ranker.describe()["questions"]
+    1
+    """
+
+    def __init__(self, gold_docs: Mapping[str, Sequence[str]]):
+        self.gold_docs = {q: frozenset(d) for q, d in gold_docs.items()}
+        empty = [q for q, d in self.gold_docs.items() if not d]
+        if empty:
+            raise ConfigError(f"GoldPassageRanker needs gold passages (QARecord.gold_docs) for every question; none for {empty[0]!r}")
+
+    @classmethod
+    def from_records(cls, records: Iterable[QARecord]) -> GoldPassageRanker:
+        """A gold-passage ranker over `records`; records that share a question text pool their passages."""
+        gold: dict[str, set[str]] = {}
+        for r in records:
+            gold.setdefault(r.question, set()).update(r.gold_docs)
+        return cls(gold)
+
+    def rank(self, question: str, query: str, candidates: Sequence[Hit], k: int) -> RankResult:
+        gold = self.gold_docs.get(question)
+        if gold is None:
+            raise BatchError(f"GoldPassageRanker has no gold passages for question {question!r}: build it from the records "
+                             "the env asks (GoldPassageRanker.from_records(records), or the env option ranker='gold')")
+        first = [i for i, h in enumerate(candidates) if h.doc.id in gold]
+        chosen = set(first)
+        order = first + [i for i in range(len(candidates)) if i not in chosen]
+        return RankResult(order=tuple(order[:max(k, 0)]))
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "gold", "relevance": "id in the question's gold_docs", "questions": len(self.gold_docs)}
+

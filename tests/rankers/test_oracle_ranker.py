@@ -6,7 +6,7 @@ from searchgym.corpus import Document
 from searchgym.data.records import QARecord
 from searchgym.envs import SearchQAEnv
 from searchgym.errors import BatchError, ConfigError
-from searchgym.rankers import OracleRanker, Ranker, answer_bearing, resolve_ranker
+from searchgym.rankers import GoldPassageRanker, OracleRanker, Ranker, answer_bearing, resolve_ranker
 from searchgym.retrieval import Hit
 
 QUESTION = "Which river flows through the capital of Italy?"
@@ -70,3 +70,25 @@ def test_env_option_oracle_shows_the_answer_bearing_candidate(small_records, ten
     assert same_pool == pool and "d7" in pool
     assert oracle_id == "d7"
     assert plain_id == pool[0] != "d7"  # the retriever alone would show another document
+
+
+def test_gold_passages_go_first_in_retriever_order():
+    ranker = GoldPassageRanker({QUESTION: ["e", "c", "zz"]})  # "zz" is not in the pool: nothing to move
+    assert isinstance(ranker, Ranker)
+    assert ranker.rank(QUESTION, "river", POOL, 5).order == (2, 4, 0, 1, 3)
+    assert ranker.rank(QUESTION, "river", POOL, 1).order == (2,)
+    assert GoldPassageRanker({QUESTION: ["zz"]}).rank(QUESTION, "river", POOL, 2).order == (0, 1)
+
+
+def test_gold_passage_ranker_from_records_and_by_name():
+    records = [QARecord("q1", QUESTION, ("Tiber",), gold_docs=("b",)), QARecord("q2", QUESTION, ("Tiber",), gold_docs=("d",))]
+    ranker = resolve_ranker("gold", records)
+    assert isinstance(ranker, GoldPassageRanker) and ranker.describe()["kind"] == "gold"
+    assert ranker.rank(QUESTION, "river", POOL, 3).order == (1, 3, 0)
+    with pytest.raises(BatchError, match="no gold passages for question 'Who\\?'"):
+        ranker.rank("Who?", "q", POOL, 1)
+    with pytest.raises(ConfigError, match="gold passages"):
+        GoldPassageRanker.from_records([QARecord("q3", "Other?", ("x",))])
+    with pytest.raises(ConfigError, match="needs the questions' records"):
+        resolve_ranker("gold")
+

@@ -47,7 +47,7 @@ Each entity has `passages_per_entity` passages (default 3), doc ids `f"{entity_i
 entity's name, about 45 to 110 words each (all passages of one entity close to one drawn length). Every
 relation of an entity is stated in exactly one of its passages (`SyntheticWorld.fact_doc`); that fact
 sentence contains the relation's *keyword* (`born`, `founder`, `headquarters`, ...) and no other passage of
-the entity does. The rest of the text is filler that states
+the entity does (unless the world has decoys, below). The rest of the text is filler that states
 nothing a question asks about. Every passage of an entity names it the same number of times (title plus
 one mention), so a lexical query "<name> <keyword>" ranks the fact's passage first among the entity's
 passages; the oracle trajectory relies on this.
@@ -72,6 +72,23 @@ Gold annotations (`QARecord`):
 - `gold_titles`: the titles of those passages (the subjects' names).
 - `metadata`: `chain` (relation names), `split`, `path_ids` / `path_names` / `path_kinds` (start first),
   `world_seed`, `question_seed`.
+
+Options that give a method's mechanism room
+-------------------------------------------
+Each is off by default; a world or question set without them is byte for byte what it was before they
+existed (their draws come from random streams of their own).
+
+- `WorldConfig.validation_fraction`: a validation split, the start entities after the test split's in the
+  split order (taken from the train ones): questions to choose a setting on, disjoint from train and test;
+  `QuestionConfig(split="validation")`.
+- `WorldConfig.decoy_rate`: that share of the facts get a decoy sentence (`filler.DECOYS`) in every other
+  passage of their subject, holding the relation's keyword and stating nothing. "<name> <keyword>" then
+  matches all of the subject's passages alike; the fact's passage stays in a small candidate pool but is
+  no longer reliably first (retrieval as the bottleneck a ranker can relieve; the oracle trajectory's
+  lexical query no longer reaches the fact by itself).
+- `QuestionConfig.aside_rate`: that share of the questions open with an aside, another fact of the start
+  entity off the chain (`templates.ASIDES`); their oracle trajectory searches the aside's entity first, a
+  round that contributes nothing (`metadata["aside"]`).
 
 Size: `passages = num_entities * passages_per_entity` exactly; `WorldConfig.for_passages(100_000)` gives
 the smallest world with at least that many passages (33,334 entities at 3 per entity).

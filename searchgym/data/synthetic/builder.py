@@ -34,6 +34,7 @@ class _WorldParts(NamedTuple):
     corpus: Corpus
     fact_section: dict[tuple[int, str], int]
     test_starts: np.ndarray
+    validation_starts: np.ndarray
 
 
 class WorldBuilder:
@@ -113,8 +114,11 @@ class WorldBuilder:
         corpus = Corpus(docs, name=f"synthetic-{cfg.num_entities}-{cfg.seed}")
 
         split_order = stream_rng(cfg.seed, STREAM_SPLIT).permutation(len(kinds))
-        test_starts = np.sort(split_order[: round(cfg.test_fraction * len(kinds))])
-        return _WorldParts(entities, relations, corpus, fact_section, test_starts)
+        n_test = round(cfg.test_fraction * len(kinds))
+        test_starts = np.sort(split_order[:n_test])
+        # Validation takes the entities after the test ones in the same order, so the test split stays put.
+        validation_starts = np.sort(split_order[n_test: n_test + round(cfg.validation_fraction * len(kinds))])
+        return _WorldParts(entities, relations, corpus, fact_section, test_starts, validation_starts)
 
     # -- relations and attributes ---------------------------------------------------------------------------
 

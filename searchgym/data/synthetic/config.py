@@ -11,8 +11,9 @@ import numpy as np
 
 from searchgym.errors import ConfigError
 
-Split = Literal["train", "test"]
-"""Which questions of a world: the training entities' or the held-out ones'."""
+Split = Literal["train", "test", "validation"]
+"""Which questions of a world: the training entities', the held-out ones', or (in a world with
+`WorldConfig.validation_fraction` > 0) those of the entities held out for choosing settings."""
 
 MIN_ENTITIES = 100
 """Smallest world: below this some entity kinds would have a single member and chains dry up."""
@@ -51,6 +52,16 @@ class WorldConfig:
     filler only (more text to search through, no more facts)."""
     test_fraction: float = 0.2
     """Share of the entities reserved as start entities of the test split; the rest start train questions."""
+    validation_fraction: float = 0.0
+    """Share of the entities reserved as start entities of a validation split, taken from those that would
+    otherwise start train questions (the test split is the same as without it): questions to choose a
+    setting on, disjoint from train and test. 0 (the default) has no validation split."""
+    decoy_rate: float = 0.0
+    """Share of the facts (an entity's relation) whose keyword also appears in every other passage of the
+    entity, in a decoy sentence that states nothing about the relation (`filler.DECOYS`). A lexical query
+    "<name> <keyword>" then matches all of the entity's passages alike, and which one a retriever puts first
+    no longer tells which states the fact: retrieval becomes the bottleneck a reader (a ranker) can fix.
+    0 (the default) keeps each keyword in its fact's passage only."""
 
     def __post_init__(self) -> None:
         owner = "WorldConfig"
@@ -64,6 +75,9 @@ class WorldConfig:
                    "three sections hold the facts; extra passages (up to 6) add filler")
         _check_float(owner, "test_fraction", self.test_fraction, 0.05, 0.5,
                      "the test split takes this share of the start entities, e.g. 0.2")
+        _check_float(owner, "validation_fraction", self.validation_fraction, 0.0, 0.3,
+                     "use 0 for no validation split or e.g. 0.1")
+        _check_float(owner, "decoy_rate", self.decoy_rate, 0.0, 1.0, "use 0 for no decoy sentences or e.g. 0.5")
 
     @classmethod
     def for_passages(cls, num_passages: int, **kwargs: Any) -> WorldConfig:
@@ -97,6 +111,12 @@ class QuestionConfig:
     """Which partition of start entities the questions start from; the partitions are disjoint."""
     seed: int = 0
     """Seed of the question draws (independent of the world seed)."""
+    aside_rate: float = 0.0
+    """Share of the questions that open with an aside: a sentence stating another fact of the start entity,
+    off the question's chain ("Maren Quist is married to Tobin Vale. In which city was Maren Quist born?"),
+    whose entity a search can look up for nothing. Their oracle trajectory takes that detour first (a
+    search round that contributes nothing), as an agent that searches every name it reads would. 0 (the
+    default) draws the same questions as before the option existed."""
 
     def __post_init__(self) -> None:
         owner = "QuestionConfig"
@@ -114,5 +134,6 @@ class QuestionConfig:
         object.__setattr__(self, "hops", tuple(sorted({int(h) for h in hops})))
         _check_int(owner, "num_questions", self.num_questions, 1, None, "ask for at least one question")
         if self.split not in get_args(Split):
-            raise ConfigError(f"{owner}.split must be 'train' or 'test', got {self.split!r}")
+            raise ConfigError(f"{owner}.split must be 'train', 'test' or 'validation', got {self.split!r}")
         _check_int(owner, "seed", self.seed, 0, None, "use a non-negative int such as 0")
+        _check_float(owner, "aside_rate", self.aside_rate, 0.0, 1.0, "use 0 for no asides or e.g. 1.0 for every question")

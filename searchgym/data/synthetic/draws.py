@@ -13,6 +13,9 @@ import numpy as np
 
 # Independent random streams, so that e.g. changing the filler text does not reshuffle the relations.
 STREAM_NAMES, STREAM_RELATIONS, STREAM_TEXT, STREAM_SPLIT, STREAM_QUESTIONS = 1, 2, 3, 4, 5
+# Streams of the options that are off by default: drawn only when the option is on, so a world or a
+# question set without them is byte for byte what it was before they existed.
+STREAM_DECOYS, STREAM_ASIDES = 6, 7
 
 
 def stream_rng(*key: int) -> np.random.Generator:

@@ -311,3 +311,41 @@ PRONOUNS = {  # pron, obj, poss
     "he": ("he", "him", "his"),
     "it": ("it", "it", "its"),
 }
+
+DECOYS: dict[tuple[str, str], tuple[str, ...]] = {
+    # Decoy sentences (`WorldConfig.decoy_rate`), keyed like `templates.RELATION_KEYWORDS`: each holds the
+    # relation's keyword once, no other relation keyword, and states nothing about the relation. Each opens
+    # with the subject, so it can open a passage (where {S} is the entity's name).
+    ("born_in", "*"): ("{S} seldom talked about the town where {pron} was born.",
+                       "{Poss} friends knew little about where {pron} was born."),
+    ("employer", "*"): ("{S} kept a diary about every employer {pron} dealt with.",
+                        "{Poss} letters complain about more than one employer."),
+    ("educated_at", "*"): ("{S} once said {pron} was educated more by travel than by teachers.",
+                           "{Poss} notes on how {pron} was educated fill two boxes in an archive."),
+    ("spouse", "*"): ("{S} wrote a short essay on the idea of a spouse as a partner in work.",
+                      "{Poss} memoir has a chapter on what makes a good spouse."),
+    ("founded", "*"): ("{S} often said that little is founded on certainty.",
+                       "{Poss} diaries list many plans, and few were ever founded."),
+    ("headquartered_in", "*"): ("{S} has thought about moving {poss} headquarters more than once.",
+                                "{Poss} headquarters are pictured in a brochure from the {decade}."),
+    ("founded_by", "*"): ("{S} keeps a portrait of {poss} founder in the lobby.",
+                          "{Poss} founder is quoted in several trade journals."),
+    ("created_by", "book"): ("{S} has an afterword in which {poss} author thanks a few friends.",
+                             "{Poss} author is rarely interviewed about it."),
+    ("created_by", "film"): ("{S} was discussed at length in an interview with {poss} director.",
+                             "{Poss} director later called it a difficult shoot."),
+    ("created_by", "album"): ("{S} was remastered with the approval of {poss} artist.",
+                              "{Poss} artist toured widely after its release."),
+    ("published_by", "book"): ("{S} went through several printings at {poss} publisher.",
+                               "{Poss} publisher reissued it with a new cover."),
+    ("published_by", "film"): ("{S} was one of many projects at {poss} studio that year.",
+                               "{Poss} studio kept the original negatives."),
+    ("published_by", "album"): ("{S} was promoted heavily by {poss} label.",
+                                "{Poss} label released a remastered edition."),
+    ("located_in", "*"): ("{S} draws visitors from across the country.",
+                          "{Poss} museum holds old maps of the whole country."),
+    ("capital", "*"): ("{S} has debated moving {poss} capital.", "{Poss} capital is known for its old markets."),
+    ("mayor", "*"): ("{S} elects {poss} mayor every four years.", "{Poss} mayor chairs the harbour council."),
+}
+"""Decoy sentences by (relation, subject kind), "*" the fallback kind: see `templates.template_for`."""
+

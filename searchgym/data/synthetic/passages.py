@@ -1,7 +1,9 @@
 """Passages: per entity an overview and fact sections, padded with filler to one drawn length.
 
 Every relation of an entity is stated in exactly one of its passages (`FACT_SECTION`), in a sentence that
-holds the relation's keyword; the rest is filler (`filler.py`).
+holds the relation's keyword; the rest is filler (`filler.py`). In a world with decoys
+(`WorldConfig.decoy_rate`), a chosen fact's keyword is also in each other passage of the entity, in a decoy
+sentence (`filler.DECOYS`) that states nothing.
 """
 
 from __future__ import annotations
@@ -11,10 +13,11 @@ from typing import Any
 
 from searchgym.corpus.corpus import Document
 from searchgym.data.synthetic.config import WorldConfig
-from searchgym.data.synthetic.draws import STREAM_TEXT, Draws, stream_rng
+from searchgym.data.synthetic.draws import STREAM_DECOYS, STREAM_TEXT, Draws, stream_rng
 from searchgym.data.synthetic.entities import EntityTable
 from searchgym.data.synthetic.filler import (
     BODY_SUBJECT,
+    DECOYS,
     FILLER_GROUP,
     FILLER_ORDERS,
     FILLERS,
@@ -24,7 +27,7 @@ from searchgym.data.synthetic.filler import (
     SLOTS,
 )
 from searchgym.data.synthetic.names import VOWELS
-from searchgym.data.synthetic.templates import FACT_SECTION, FACT_TEMPLATES, RELATIONS_OF, template_for
+from searchgym.data.synthetic.templates import FACT_SECTION, FACT_TEMPLATES, RELATIONS, RELATIONS_OF, template_for
 
 
 class _Slots(dict):
@@ -70,19 +73,24 @@ class PassageWriter:
             credits.setdefault(c, []).append(w)
         docs: list[Document] = []
         fact_section: dict[tuple[int, str], int] = {}
+        # Drawn only in a world with decoys, from a stream of its own: a world without is what it always was.
+        decoy_rng = stream_rng(self.config.seed, STREAM_DECOYS) if self.config.decoy_rate else None
         chunk = 4096
         for start in range(0, len(entities), chunk):
-            rows = rng.random((min(chunk, len(entities) - start), 160)).tolist()
+            n = min(chunk, len(entities) - start)
+            rows = rng.random((n, 160)).tolist()
+            decoys = (decoy_rng.random((n, len(RELATIONS))) < self.config.decoy_rate).tolist() if decoy_rng else None
             for offset, row in enumerate(rows):
                 i = start + offset
-                texts = self._entity_texts(i, entities, relations, attrs, credits, Draws(row), per, fact_section)
+                chosen = () if decoys is None else tuple(r for r, on in zip(RELATIONS, decoys[offset]) if on)
+                texts = self._entity_texts(i, entities, relations, attrs, credits, Draws(row), per, fact_section, chosen)
                 ent = entities[i]
                 docs.extend(Document(f"{ent.id}-{k}", ent.name, text) for k, text in enumerate(texts))
         return docs, fact_section
 
     def _entity_texts(self, i: int, entities: EntityTable, relations: dict[str, dict[int, tuple[int, ...]]],
                       attrs: list[dict[str, Any]], credits: dict[int, list[int]], draws: Draws, per: int,
-                      fact_section: dict[tuple[int, str], int]) -> list[str]:
+                      fact_section: dict[tuple[int, str], int], decoyed: tuple[str, ...] = ()) -> list[str]:
         ent = entities[i]
         kind = ent.kind
         attr = attrs[i]
@@ -121,9 +129,14 @@ class PassageWriter:
         sections: list[list[str]] = [[] for _ in range(per)]
 
         facts_by_section: dict[int, list[str]] = {}
+        decoys_by_section: dict[int, list[str]] = {}
         for rel in RELATIONS_OF[kind]:
             if relations[rel].get(i):
                 facts_by_section.setdefault(FACT_SECTION[rel], []).append(rel)
+                if rel in decoyed:
+                    for k in range(per):
+                        if k != FACT_SECTION[rel]:
+                            decoys_by_section.setdefault(k, []).append(rel)
 
         for k in range(per):
             sentences = sections[k]
@@ -141,6 +154,9 @@ class PassageWriter:
                 sentences.append(self._fact_sentence(rel, kind, relations[rel][i], entities, attrs, attr, draws,
                                                      lead=not sentences, render=render))
                 fact_section[(i, rel)] = k
+            for rel in decoys_by_section.get(k, ()):
+                # The opening sentence names the entity, as in every passage: a decoy that opens one leads with the name.
+                sentences.append(render(draws.pick(template_for(DECOYS, rel, kind)), not sentences))
             count = sum(len(s.split()) for s in sentences)
             for _ in range(len(order)):
                 if sentences and count >= target - 4:

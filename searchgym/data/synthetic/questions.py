@@ -3,13 +3,16 @@ with gold annotations, and the oracle trajectory that solves them."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from searchgym.data.records import QARecord
 from searchgym.data.synthetic.config import QuestionConfig
-from searchgym.data.synthetic.draws import STREAM_QUESTIONS, stream_rng
-from searchgym.data.synthetic.entities import EntityTable
+from searchgym.data.synthetic.draws import STREAM_ASIDES, STREAM_QUESTIONS, stream_rng
+from searchgym.data.synthetic.entities import Entity, EntityTable
 from searchgym.data.synthetic.templates import (
+    ASIDES,
     ASK,
     DESCRIBE,
     KIND_NOUN,
@@ -23,23 +26,28 @@ from searchgym.errors import ConfigError
 
 _MAX_FAILED_WALKS = 20_000  # consecutive failed or repeated walks before questions() gives up
 
+SPLIT_CODES = {"train": 0, "test": 1, "validation": 2}
+"""Each split's code: the mark of its start entities, and a key of its question stream."""
+
 
 class ChainWalker:
     """Draws the questions of one world. Internal to the generator; use `SyntheticWorld.questions`."""
 
     def __init__(self, entities: EntityTable, relations: dict[str, dict[int, tuple[int, ...]]],
-                 fact_section: dict[tuple[int, str], int], is_test: np.ndarray, world_seed: int):
+                 fact_section: dict[tuple[int, str], int], split_code: np.ndarray, world_seed: int):
         self._entities = entities
         self._relations = relations
         self._fact_section = fact_section
-        self._is_test = is_test
+        self._split_code = split_code
         self._world_seed = world_seed
 
     def questions(self, config: QuestionConfig) -> list[QARecord]:
         """`config.num_questions` distinct questions; see `SyntheticWorld.questions`."""
-        split_code = 1 if config.split == "test" else 0
+        split_code = SPLIT_CODES[config.split]
         rng = stream_rng(self._world_seed, STREAM_QUESTIONS, config.seed, split_code)
-        starts = np.flatnonzero(self._is_test if split_code else ~self._is_test)
+        # Asides come from a stream of their own, so the chains and their wording are those drawn without them.
+        aside_rng = stream_rng(self._world_seed, STREAM_ASIDES, config.seed, split_code) if config.aside_rate else None
+        starts = np.flatnonzero(self._split_code == split_code)
         starts = np.array([s for s in starts.tolist() if self._steps(int(s), (int(s),))], dtype=np.int64)
         if len(starts) == 0:
             raise ConfigError(f"the {config.split} split of this world has no usable start entity; "
@@ -68,6 +76,8 @@ class ChainWalker:
             record = self._record(rng, path, rels, config, len(records))
             if record is None:
                 continue
+            if aside_rng is not None and aside_rng.random() < config.aside_rate:
+                record = self._with_aside(aside_rng, record, path, rels)
             seen.add(key)
             records.append(record)
             failures = 0
@@ -136,6 +146,33 @@ class ChainWalker:
         )
 
 
+    def _with_aside(self, rng: np.random.Generator, record: QARecord, path: list[int], rels: list[str]) -> QARecord:
+        """`record` with an aside before its question: another fact of the start entity, whose object is on
+        no hop of the chain and is not named by the question; unchanged when the start has no such fact."""
+        start = self._entities[path[0]]
+        options = []
+        for rel in RELATIONS_OF[start.kind]:
+            objs = self._relations[rel].get(path[0], ())
+            if rel == rels[0] or len(objs) != 1 or objs[0] in path:
+                continue
+            obj = self._entities[objs[0]]
+            if obj.name.lower() in record.question.lower() or any(a.lower() in obj.name.lower() for a in record.answers):
+                continue
+            options.append((rel, obj))
+        if not options:
+            return record
+        rel, obj = options[int(rng.integers(len(options)))]
+        text = _aside_text(rel, start, obj)
+        metadata = {**record.metadata, "aside": {"relation": rel, "id": obj.id, "name": obj.name}}
+        return replace(record, question=f"{text} {record.question}", metadata=metadata)
+
+
+def _aside_text(relation: str, start: Entity, obj: Entity) -> str:
+    ref = START_REF.get(start.kind, "{N}").format(N=start.name)
+    text = template_for(ASIDES, relation, start.kind).format(S=ref, O=obj.name)
+    return text[0].upper() + text[1:]
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Oracle
 # ---------------------------------------------------------------------------------------------------------
@@ -156,7 +193,9 @@ def oracle_trajectory(record: QARecord) -> list[str]:
 
     One turn per hop, `<think>...</think>\\n<search>NAME KEYWORD</search>`, where NAME is the entity found
     so far and KEYWORD names the relation as the fact's passage words it, then a final
-    `<think>...</think>\\n<answer>ANSWER</answer>`. Needs the `metadata` a `SyntheticWorld` writes.
+    `<think>...</think>\\n<answer>ANSWER</answer>`. A question with an aside (`QuestionConfig.aside_rate`)
+    first searches the aside's entity by name: a round that finds nothing the question needs. Needs the
+    `metadata` a `SyntheticWorld` writes.
     """
     meta = record.metadata
     try:
@@ -165,11 +204,16 @@ def oracle_trajectory(record: QARecord) -> list[str]:
         raise ConfigError(f"record {record.id!r} lacks synthetic metadata {exc}; only records made by "
                           "SyntheticWorld.questions have an oracle trajectory") from None
     turns = []
+    aside = meta.get("aside")
+    if aside:
+        turns.append(f"<think>The question mentions {aside['name']}. Let me look that up first.</think>\n"
+                     f"<search>{aside['name']}</search>")
     for i, rel in enumerate(rels):
         need = _phrase(rel, kinds[i], kinds[i + 1], names[i])
         if i == 0:
             plan = f"The question takes {len(rels)} step{'s' if len(rels) > 1 else ''}. " if len(rels) > 1 else ""
-            think = f"{plan}First I need {need}."
+            detour = f"{aside['name']} is not what the question asks about. " if aside else ""
+            think = f"{detour}{plan}First I need {need}."
         else:
             found = _phrase(rels[i - 1], kinds[i - 1], kinds[i], names[i - 1])
             think = f"The search result says {found} is {names[i]}. Next I need {need}."

@@ -250,6 +250,27 @@ ASK: dict[_Key, dict[str, tuple[str, ...]]] = {
     ("mayor", "*"): {"tail": ("Who is the mayor of {S}?", "Who serves as mayor of {S}?"), "inner": ()},
 }
 
+# Asides (`QuestionConfig.aside_rate`): another fact of the start entity {S}, stated before the question, whose
+# object {O} is on no hop of the chain; nothing the question asks depends on it.
+ASIDES: dict[_Key, str] = {
+    ("born_in", "*"): "{S} was born in {O}.",
+    ("employer", "*"): "{S} works for {O}.",
+    ("educated_at", "*"): "{S} studied at {O}.",
+    ("spouse", "*"): "{S} is married to {O}.",
+    ("founded", "*"): "{S} founded {O}.",
+    ("headquartered_in", "*"): "{S} is based in {O}.",
+    ("founded_by", "*"): "{S} was set up by {O}.",
+    ("created_by", "book"): "{S} was written by {O}.",
+    ("created_by", "film"): "{S} was directed by {O}.",
+    ("created_by", "album"): "{S} was recorded by {O}.",
+    ("published_by", "book"): "{S} was issued by {O}.",
+    ("published_by", "film"): "{S} was produced by {O}.",
+    ("published_by", "album"): "{S} was released by {O}.",
+    ("located_in", "*"): "{S} lies in {O}.",
+    ("capital", "*"): "the capital of {S} is {O}.",
+    ("mayor", "*"): "the mayor of {S} is {O}.",
+}
+
 # How the question names the start entity, by kind.
 START_REF: dict[str, str] = {"book": "the novel '{N}'", "film": "the film '{N}'", "album": "the album '{N}'"}
 

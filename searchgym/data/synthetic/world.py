@@ -12,7 +12,7 @@ from searchgym.data.records import QARecord
 from searchgym.data.synthetic.builder import WorldBuilder
 from searchgym.data.synthetic.config import QuestionConfig, Split, WorldConfig
 from searchgym.data.synthetic.entities import EntityTable
-from searchgym.data.synthetic.questions import ChainWalker, oracle_trajectory
+from searchgym.data.synthetic.questions import SPLIT_CODES, ChainWalker, oracle_trajectory
 from searchgym.data.synthetic.templates import RELATIONS
 from searchgym.errors import ConfigError
 
@@ -33,14 +33,18 @@ class SyntheticWorld:
         corpus: Corpus,
         fact_section: dict[tuple[int, str], int],
         test_starts: np.ndarray,
+        validation_starts: np.ndarray | None = None,
     ):
         self.config = config
         self._entities = entities
         self._relations = relations
         self._corpus = corpus
         self._fact_section = fact_section
-        self._is_test = np.zeros(len(entities), dtype=bool)
-        self._is_test[test_starts] = True
+        self._split_code = np.zeros(len(entities), dtype=np.int8)
+        """Per entity, the split its questions start in: `SPLIT_CODES` (train 0, test 1, validation 2)."""
+        self._split_code[test_starts] = SPLIT_CODES["test"]
+        if validation_starts is not None:
+            self._split_code[validation_starts] = SPLIT_CODES["validation"]
 
     # -- construction ------------------------------------------------------------------------------------
 
@@ -83,7 +87,8 @@ class SyntheticWorld:
 
     def split_of(self, entity_id: str) -> Split:
         """The split whose questions may start from `entity_id`."""
-        return "test" if self._is_test[self._entities.index(entity_id)] else "train"
+        code = int(self._split_code[self._entities.index(entity_id)])
+        return next(name for name, c in SPLIT_CODES.items() if c == code)
 
     # -- questions ---------------------------------------------------------------------------------------
 
@@ -97,7 +102,10 @@ class SyntheticWorld:
             config = QuestionConfig()
         if not isinstance(config, QuestionConfig):
             raise ConfigError(f"SyntheticWorld.questions expects a QuestionConfig, got {type(config).__name__}")
-        return ChainWalker(self._entities, self._relations, self._fact_section, self._is_test,
+        if config.split == "validation" and not self.config.validation_fraction:
+            raise ConfigError("this world has no validation split: build it with WorldConfig(validation_fraction=...), "
+                              "e.g. 0.1, or ask for the train or test split")
+        return ChainWalker(self._entities, self._relations, self._fact_section, self._split_code,
                             self.config.seed).questions(config)
 
     def oracle_trajectory(self, record: QARecord) -> list[str]:
@@ -117,7 +125,8 @@ def make_synthetic(
 ) -> tuple[Corpus, list[QARecord]]:
     """The corpus and `num_questions` questions of the world `WorldConfig(num_entities, seed)`.
 
-    `seed` seeds both the world and the question draws.
+    `seed` seeds both the world and the question draws. (A validation split needs a world built with
+    `WorldConfig(validation_fraction=...)`: use `SyntheticWorld` directly.)
     """
     world = SyntheticWorld.generate(WorldConfig(num_entities=num_entities, seed=seed))
     return world.corpus, world.questions(QuestionConfig(hops=hops, num_questions=num_questions, split=split,

@@ -7,6 +7,7 @@ import torch
 from agents.policies.base import Completion
 from agents.train.trainer import Trainer
 from agents.rollout.batch import token_logprobs
+from searchgym.data.records import QARecord
 from tests.agents.train.test_trainer import tiny_config
 
 
@@ -127,8 +128,10 @@ def test_ranker_cold_start_is_skipped_with_a_warning_without_oracle_trajectories
     before = {n: p.detach().clone() for n, p in trainer.models["ranker"].named_parameters()}
     with caplog.at_level("WARNING", logger="agents.learners.cosearch_ranker"):
         metrics = trainer.second_model.cold_start(SimpleNamespace(unwrapped=SimpleNamespace()))
+        # Questions with neither the synthetic world's metadata nor gold titles (NQ's) have none either.
+        untitled = trainer.second_model.cold_start(SimpleNamespace(unwrapped=SimpleNamespace(records=[QARecord("n", "Q?", ("a",))])))
     trainer.close()
-    assert metrics == {"ranker_cold_start/steps": 0.0} and "no oracle trajectories" in caplog.text
+    assert metrics == untitled == {"ranker_cold_start/steps": 0.0} and "no oracle trajectories" in caplog.text
     assert all(torch.equal(before[n], p) for n, p in trainer.models["ranker"].named_parameters())
 
 
