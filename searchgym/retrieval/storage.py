@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from searchgym.corpus import Document
-from searchgym.errors import BatchError, ConfigError, DataNotFoundError
+from searchgym.errors import BatchError, DataNotFoundError
 
 
 class Staging:
