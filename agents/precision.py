@@ -146,7 +146,16 @@ class LinearCopy:
             return
         with torch.no_grad():
             for weight, cast in self._pairs:
-                cast.copy_(weight)
+                if cast.shape != weight.shape:  # released
+                    cast.data = weight.detach().to(self.dtype)
+                else:
+                    cast.copy_(weight)
+
+    def release(self) -> None:
+        """Free the casts' memory until the next `refresh` (while the model trains, say: the copy is stale
+        after the optimizer step anyway)."""
+        for _, cast in self._pairs:
+            cast.data = cast.data.new_empty(0)
 
     @property
     def nbytes(self) -> int:

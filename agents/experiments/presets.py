@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import MISSING, dataclass, field, fields
 
+from agents.precision import PRECISIONS
 from searchgym.errors import ConfigError
 
 SFT = "sft"
@@ -67,6 +68,11 @@ class Preset:
     """Recompute activations in the update's backward pass (`OptimConfig.gradient_checkpointing`)."""
     max_batch_rows: int = 64
     """Rows the in-process policy decodes together (`RolloutConfig.max_batch_rows`)."""
+    dtype: str = "auto"
+    """The precision every run of the preset computes in (`TrainConfig.dtype`, `agents.precision`): `auto`
+    (bfloat16 on a CPU with native bfloat16 instructions, float32 elsewhere), `float32` or `bfloat16`. Each
+    policy's results entry records the precision it ran at (`dtype`); runs at different precisions do not
+    merge, and pair question by question through `agents.experiments.compare --paired`."""
     micro_batch: int = 4
     """Rows per forward and backward pass of the updates and the cold start (`OptimConfig.micro_batch`): fewer
     rows hold less memory and give the same gradient up to float rounding (tested), like
@@ -102,6 +108,8 @@ class Preset:
         for name in ("workers", "micro_batch"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"Preset.{name} must be >= 1, got {getattr(self, name)}")
+        if self.dtype not in PRECISIONS:
+            raise ConfigError(f"Preset.dtype must be one of {', '.join(PRECISIONS)}, got {self.dtype!r}")
         if self.shared_start and self.world_seed is None:
             raise ConfigError("Preset.shared_start needs a fixed world_seed: every seed must evaluate on the start policy's questions")
 

@@ -11,7 +11,6 @@ teaches it the rerank format on the synthetic world's oracle reranks (`agents.le
 from __future__ import annotations
 
 from collections.abc import Sequence
-import copy
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +23,7 @@ from agents.learners.batch import LearnerBatch, Trajectory
 from agents.learners.grpo import outcome_reward
 from agents.learners.registry import SecondModel, SecondModelContext
 from agents.policies.base import SamplingParams
+from agents.precision import compute_dtype, frozen_copy
 from searchgym.errors import BackendError, ConfigError, SearchGymError
 
 logger = logging.getLogger(__name__)
@@ -96,9 +96,9 @@ class RankerTrainer(SecondModel):
         self.config: cosearch.CoSearchConfig = ctx.learner_config
         model, tokenizer = ctx.load_model(self.config.ranker_model or ctx.policy_model, ctx.seed + 1)
         model.train()
-        self.policy = HFPolicy(model, tokenizer, config=HFPolicyConfig(seed=ctx.seed + 1))
+        self.policy = HFPolicy(model, tokenizer, config=HFPolicyConfig(seed=ctx.seed + 1, dtype=ctx.dtype))
         self.backend = PolicyChatBackend(self.policy, temperature=self.config.ranker_temperature, seed=ctx.seed)
-        self.reference = copy.deepcopy(model).eval() if self.config.kl_coef > 0 else None
+        self.reference = frozen_copy(model, compute_dtype(ctx.dtype)) if self.config.kl_coef > 0 else None
         """A frozen copy of the ranker's starting weights, for the k3 KL."""
         self.models: dict[str, torch.nn.Module] = {"ranker": model}
         self.optimizers = {"ranker": ctx.optimizer(model)}

@@ -141,6 +141,9 @@ class SecondModelContext:
     synchronize: Callable[[torch.nn.Module], None] | None = None
     """Distributed: copies rank 0's weights of a model into every rank's (each rank calls it); None in one
     process."""
+    dtype: str = "float32"
+    """The precision the run computes in, resolved (`float32` or `bfloat16`; `agents.precision`): a second
+    model samples in it; `policy_gradient_step` and `supervised_step` already run in it."""
 
 
 BatchFn = Callable[[Sequence[Trajectory], Any], LearnerBatch]

@@ -342,6 +342,14 @@ class HFPolicy:
         self._version += 1
         logger.debug("updated %d tensors; weight version %d", len(seen), self._version)
 
+    def release_memory(self) -> None:
+        """Drop the kept KV rows and free the bfloat16 copy of the weights until the next `generate`: what an
+        update should not hold beside its activations, since both are stale after its optimizer step."""
+        self._kept.clear()
+        if self._copy is not None:
+            self._copy.release()
+            self._copy_fingerprint = None
+
     def mark_updated(self) -> None:
         """Count an in-place update of the shared model (e.g. an optimizer step) as a new weight version."""
         self._kept.clear()

@@ -19,6 +19,7 @@ from typing import Any, Literal, get_args
 
 from agents.learners.grpo import GRPOConfig
 from agents.learners.registry import get_learner, learner_for_config
+from agents.precision import PRECISIONS, Precision
 from agents.rollout.config import RolloutConfig
 from searchgym.errors import ConfigError
 from searchgym.threads import check_threads
@@ -173,6 +174,14 @@ class TrainConfig:
     """Policy: `smollm2-135m`, a local folder, a hub id (online), or `tiny` (a random 2-layer model for tests)."""
     device: str = "cpu"
     """Where the trained model (and a learner's second model) lives and updates: `cpu`, `cuda`, `cuda:1`, ..."""
+    dtype: Precision = "auto"
+    """The precision the trained models compute in (`agents.precision`), in rollouts, evaluations, the
+    update and the cold starts alike: `bfloat16` runs the decoder's matrix products in bfloat16 (the update
+    under autocast, the sampler on a bfloat16 copy of the linear weights), while the weights, the optimizer
+    states, the vocabulary projection, logprobs, loss, advantages and KL stay float32; `float32` runs
+    everything in float32; `auto` is bfloat16 on a CPU with native bfloat16 instructions (`avx512_bf16`,
+    `amx_bf16`, Arm `bf16`: about twice the float32 matmul rate) and float32 elsewhere. Checkpoints record
+    the precision a run computed in; a resume is exact at the same one."""
     distributed: bool = False
     """Data-parallel update under `accelerate` (DDP): launch with `accelerate launch --num_processes N -m agents
     train --distributed ...`; each process rolls out and updates on its share of every step's questions
@@ -228,6 +237,8 @@ class TrainConfig:
                 raise ConfigError(f"TrainConfig.{name} must be an {kind.__name__}, got {getattr(self, name)!r}")
         _check_training_rollout(self.rollout, self.optim)
         _at_least(self, 1, "steps", "questions_per_step")
+        if self.dtype not in PRECISIONS:
+            raise ConfigError(f"dtype must be one of {', '.join(PRECISIONS)}, got {self.dtype!r}")
         if self.malloc_mmap_threshold is not None and self.malloc_mmap_threshold < 4096:
             raise ConfigError(f"malloc_mmap_threshold must be None or at least 4096 bytes (a page), got {self.malloc_mmap_threshold}")
         check_threads(self.threads)

@@ -133,3 +133,21 @@ def test_a_bfloat16_update_leaves_float32_gradients_on_float32_weights():
         assert p.dtype == torch.float32 and p.grad is not None and p.grad.dtype == torch.float32, name
         # The same gradient up to bfloat16 rounding of the forward and backward products.
         assert torch.allclose(p.grad, q.grad, rtol=0.1, atol=0.05 * float(q.grad.abs().max()) + 1e-6), name
+
+
+def test_released_memory_comes_back_at_the_next_generate(tiny):
+    """`release_memory` (what the trainer calls before an update) frees the sampler's copy and kept rows; the
+    next call samples exactly what it would have."""
+    from agents.policies import SamplingParams
+    from agents.policies.hf import HFPolicy, HFPolicyConfig
+
+    model, tok = tiny
+    prompts = [tok.encode(t, add_special_tokens=False) for t in ("Which river flows through Rome?", "radioactivity")]
+    params = SamplingParams(n=2, temperature=1.0, max_new_tokens=6, stop_token_ids=(), seed=3)
+    kept, released = (HFPolicy(model, tok, config=HFPolicyConfig(seed=0, dtype="bfloat16")) for _ in range(2))
+    first = kept.generate(prompts, params)
+    assert released.generate(prompts, params) == first
+    released.release_memory()
+    assert released._kept.rows == [] and released._copy.nbytes == 0
+    assert released.generate(prompts, params) == kept.generate(prompts, params)
+    assert released._copy.nbytes > 0
