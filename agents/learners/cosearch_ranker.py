@@ -109,6 +109,9 @@ class RankerTrainer(SecondModel):
     """The ranker is called from inside `env.step`, through a `GatheringBackend`: the trainer steps a turn's
     episodes side by side (`RolloutConfig.gather_env_calls`), so one turn's ranker calls are one batch."""
 
+    def release_memory(self) -> None:
+        self.policy.release_memory()
+
     def ranker(self):
         """An `LLMRanker` over this model's sampler, with the config's prompt and decoding settings."""
         from searchgym.backends.gather import GatheringBackend

@@ -70,8 +70,9 @@ class SecondModel(ABC):
     declares every member the trainer uses. The trainer holds it, puts `models` and `optimizers` into every
     checkpoint, builds envs with `env_options`, reads `gathers_env_calls` when it builds the rollout engine, calls
     `cold_start` once in a run that starts from step 0, `begin_step` before each step's rollouts and
-    `train_step` after the policy's update. A subclass must implement the abstract methods; `cold_start` and
-    `gathers_env_calls` have defaults (no cold start, no gathering) to override."""
+    `train_step` after the policy's update, and `release_memory` before the policy's update. A subclass must
+    implement the abstract methods; `cold_start`, `release_memory` and `gathers_env_calls` have defaults (no
+    cold start, nothing to free, no gathering) to override."""
 
     models: dict[str, torch.nn.Module]
     """Checkpointed weights, by a name other than "policy"."""
@@ -88,6 +89,10 @@ class SecondModel(ABC):
         step-0 metrics line. The trainer calls it once in a run that starts from step 0, never on resume (the
         checkpoint holds the trained weights). By default there is none: no steps, no metrics."""
         return {}
+
+    def release_memory(self) -> None:
+        """Free what its sampler caches (kept KV rows, a bfloat16 copy of the weights) while the policy updates;
+        the next sampling call makes it again. By default there is nothing to free."""
 
     @abstractmethod
     def env_options(self) -> dict[str, Any]:

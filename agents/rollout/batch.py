@@ -108,6 +108,27 @@ def token_logprobs(
         positions = attention_mask
     # The logit that predicts token t comes from the hidden state at t - 1.
     rows, cols = positions[:, 1:].nonzero(as_tuple=True)
-    logits = output_logits(model, hidden[rows, cols]) / scale
-    picked = torch.log_softmax(logits, dim=-1).gather(-1, input_ids[rows, cols + 1][:, None])[:, 0]
-    return torch.zeros(input_ids.shape, dtype=picked.dtype, device=picked.device).index_put((rows, cols + 1), picked)
+    scored, targets = hidden[rows, cols], input_ids[rows, cols + 1]
+    if scored.requires_grad and len(targets) > HEAD_CHUNK:
+        from torch.utils.checkpoint import checkpoint
+
+        # Each chunk's logits are recomputed in backward rather than kept: their memory is one chunk's.
+        pieces = [checkpoint(_picked, model, h, t, scale, use_reentrant=False)
+                  for h, t in zip(scored.split(HEAD_CHUNK), targets.split(HEAD_CHUNK))]
+    else:
+        pieces = [_picked(model, h, t, scale) for h, t in zip(scored.split(HEAD_CHUNK), targets.split(HEAD_CHUNK))]
+    picked = torch.cat(pieces) if pieces else scored.new_zeros(0)
+    return torch.zeros(input_ids.shape, dtype=torch.float32, device=input_ids.device).index_put((rows, cols + 1), picked.float())
+
+
+HEAD_CHUNK = 512
+"""Scored tokens whose vocabulary logits exist at once (a chunk's are 49,152 floats a token for SmolLM2: 0.2 MB):
+a micro-batch of four ~600-token trajectories scores ~1,000 tokens, whose logits, softmax and gradients would
+otherwise take ~0.8 GB at the update's peak. Past one chunk, the update recomputes each chunk's logits in the
+backward pass (the same numbers, one more vocabulary projection per scored token)."""
+
+
+def _picked(model: torch.nn.Module, hidden: torch.Tensor, targets: torch.Tensor, scale: float) -> torch.Tensor:
+    """(K,) `log_softmax(logits / scale)` at `targets` from (K, H) hidden states."""
+    logits = output_logits(model, hidden) / scale
+    return torch.log_softmax(logits, dim=-1).gather(-1, targets[:, None])[:, 0]

@@ -216,13 +216,18 @@ class Trainer:
     def train_step(self) -> dict[str, float]:
         c = self.config
         start = time.perf_counter()
+        for optimizer, _ in self.optimizers.values():
+            optimizer.zero_grad(set_to_none=True)  # the last step's gradients (a second model's too) are spent
         if self.second_model is not None:
             self.second_model.begin_step()
         indices = self.questions(c.questions_per_step)
         trajectories = self.rollout_share(shard(indices, self.rank, self.world), self.step, self.rank)
         rollout_s = time.perf_counter() - start
         targets = self.learner.batch(trajectories, self.learner_config)
-        self.policy.release_memory()  # kept KV rows and bfloat16 weights go stale in the update: room for its activations
+        # Kept KV rows and bfloat16 copies of the weights are stale after the update: room for its activations.
+        self.policy.release_memory()
+        if self.second_model is not None:
+            self.second_model.release_memory()
         update_start = time.perf_counter()
         stats, grad_norm = self.update(trajectories, targets)
         update_s = time.perf_counter() - update_start
@@ -242,6 +247,7 @@ class Trainer:
             metrics["time/sync_s"] = sync_s
         metrics.update(targets.metrics)
         if self.second_model is not None:
+            self.optimizers["policy"][0].zero_grad(set_to_none=True)  # not held through the second model's update
             second_start = time.perf_counter()
             metrics.update(self.second_model.train_step(trajectories, self.env))
             metrics["time/second_model_s"] = time.perf_counter() - second_start

@@ -151,3 +151,27 @@ def test_released_memory_comes_back_at_the_next_generate(tiny):
     assert released._kept.rows == [] and released._copy.nbytes == 0
     assert released.generate(prompts, params) == kept.generate(prompts, params)
     assert released._copy.nbytes > 0
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_projection_in_chunks_gives_the_same_logprobs_and_gradients(monkeypatch, dtype):
+    """Past `HEAD_CHUNK` scored tokens the update projects them chunk by chunk and recomputes each chunk's
+    logits in backward: the same logprobs and gradients as one projection of them all."""
+    import agents.rollout.batch as batch
+
+    ids = torch.randint(0, 500, (2, 20), generator=torch.Generator().manual_seed(5))
+    attention = torch.ones_like(ids)
+    mask = torch.zeros(2, 20)
+    mask[:, 6:] = 1
+    results = []
+    for chunk in (10_000, 5):
+        monkeypatch.setattr(batch, "HEAD_CHUNK", chunk)
+        model, _ = build_tiny_model(TinyModelConfig(seed=8))
+        model.train()
+        logp = token_logprobs(model, ids, attention, positions=mask, dtype=dtype, temperature=0.7)
+        (logp * torch.linspace(-1, 1, 20)).sum().backward()
+        results.append((logp.detach(), {n: p.grad for n, p in model.named_parameters()}))
+    (one, one_grads), (chunked, chunked_grads) = results
+    assert torch.allclose(one, chunked, atol=1e-6)
+    for name, grad in one_grads.items():
+        assert torch.allclose(grad, chunked_grads[name], atol=1e-6), name
