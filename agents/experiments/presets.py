@@ -119,15 +119,16 @@ PRESETS = {
     # 1- and 2-hop questions: a 2-hop episode has two search rounds, where CW-GRPO's credit differs from GRPO's;
     # 512 response tokens let a 2-hop episode reach its answer (two documents of ~110 tokens each).
     # lr 1e-5: at 2e-6 three updates left every learner sampling token-identical rollouts (same seed).
-    # No activation checkpointing: it lowers the update's peak memory but made the update 25-40% slower here,
-    # and the machine has the memory. 64 rows: sampled tok/s still rises from batch 8 to 32 (79 -> 141 tok/s),
+    # Activation checkpointing: with it the update of the GRPO-family learners peaks under 4 GB (so a 16 GB laptop
+    # holds the job's processes), at the price of a recompute that the bfloat16 update, twice as fast, pays for
+    # (docs/learners.md, "CPU precision (bfloat16)"). 64 rows: sampled tok/s still rises from batch 8 to 32,
     # so a step's 8 rows and an eval's 20 go in one chunk (`python -m benchmarks.step`, docs/learners.md
     # "Speed and memory on CPU").
     # Two learner processes at one thread each (COSEARCH, the longest, in one; the other three in turn in the
     # other) instead of one process at two threads. 2 RL steps and no evaluation of the released model
     # (`--eval-base` does it, ~40 s; it scored 0.000 on these questions in every run): with 3 steps and that
     # evaluation the job took 15.3-15.7 minutes on 2 idle cores, over its 15.
-    "cpu": Preset("smollm2-135m", 1000, (1, 2), 8, 2, 2, 4, 20, 64, 512, 1, 1e-5, SHORT_TEMPLATE, gradient_checkpointing=False,
+    "cpu": Preset("smollm2-135m", 1000, (1, 2), 8, 2, 2, 4, 20, 64, 512, 1, 1e-5, SHORT_TEMPLATE, gradient_checkpointing=True,
                   max_batch_rows=64, max_turns=4, workers=2, eval_base=False),
     # The learning check: 2-hop questions (two search rounds that differ in contribution), a short cold start
     # that leaves room to improve (8 steps: greedy test EM 0.68 on 60 questions, with 512 response tokens;

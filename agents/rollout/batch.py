@@ -109,26 +109,37 @@ def token_logprobs(
     # The logit that predicts token t comes from the hidden state at t - 1.
     rows, cols = positions[:, 1:].nonzero(as_tuple=True)
     scored, targets = hidden[rows, cols], input_ids[rows, cols + 1]
-    if scored.requires_grad and len(targets) > HEAD_CHUNK:
+    if not scored.requires_grad:  # nothing is kept for a backward pass: chunks bound the logits' memory for free
+        pieces = [_picked(model, h, t, scale) for h, t in zip(scored.split(HEAD_CHUNK), targets.split(HEAD_CHUNK))]
+    elif _recomputes(model):
         from torch.utils.checkpoint import checkpoint
 
-        # Each chunk's logits are recomputed in backward rather than kept: their memory is one chunk's.
+        # A model that recomputes its layers' activations recomputes each chunk's logits too, rather than keep them.
         pieces = [checkpoint(_picked, model, h, t, scale, use_reentrant=False)
                   for h, t in zip(scored.split(HEAD_CHUNK), targets.split(HEAD_CHUNK))]
     else:
-        pieces = [_picked(model, h, t, scale) for h, t in zip(scored.split(HEAD_CHUNK), targets.split(HEAD_CHUNK))]
+        pieces = [_picked(model, scored, targets, scale)]
     picked = torch.cat(pieces) if pieces else scored.new_zeros(0)
     return torch.zeros(input_ids.shape, dtype=torch.float32, device=input_ids.device).index_put((rows, cols + 1), picked.float())
 
 
 HEAD_CHUNK = 512
-"""Scored tokens whose vocabulary logits exist at once (a chunk's are 49,152 floats a token for SmolLM2: 0.2 MB):
-a micro-batch of four ~600-token trajectories scores ~1,000 tokens, whose logits, softmax and gradients would
-otherwise take ~0.8 GB at the update's peak. Past one chunk, the update recomputes each chunk's logits in the
-backward pass (the same numbers, one more vocabulary projection per scored token)."""
+"""Scored tokens whose vocabulary logits exist at once without gradients, and with activation checkpointing
+(`OptimConfig.gradient_checkpointing`; a chunk's logits are 49,152 floats a token for SmolLM2: 0.2 MB): a
+micro-batch of four ~600-token trajectories scores ~1,000 tokens, whose logits, log-softmax and gradients
+would take ~0.8 GB at the update's peak. With checkpointing, each chunk's logits are recomputed in the
+backward pass (the same numbers, one more vocabulary projection per scored token); without it, the update
+keeps them all, as before, and spends no time on a recompute."""
 
 
 def _picked(model: torch.nn.Module, hidden: torch.Tensor, targets: torch.Tensor, scale: float) -> torch.Tensor:
     """(K,) `log_softmax(logits / scale)` at `targets` from (K, H) hidden states."""
     logits = output_logits(model, hidden) / scale
     return torch.log_softmax(logits, dim=-1).gather(-1, targets[:, None])[:, 0]
+
+
+def _recomputes(model: torch.nn.Module) -> bool:
+    """Whether `model` recomputes its layers' activations in backward (transformers >= 5.2x names it
+    `is_activation_checkpointing`, earlier versions `is_gradient_checkpointing`)."""
+    flag = getattr(model, "is_activation_checkpointing", None)
+    return bool(getattr(model, "is_gradient_checkpointing", False) if flag is None else flag)

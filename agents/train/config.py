@@ -19,6 +19,7 @@ from typing import Any, Literal, get_args
 
 from agents.learners.grpo import GRPOConfig
 from agents.learners.registry import get_learner, learner_for_config
+from agents.memory import MMAP_THRESHOLD
 from agents.precision import PRECISIONS, Precision
 from agents.rollout.config import RolloutConfig
 from searchgym.errors import ConfigError
@@ -122,8 +123,9 @@ class OptimConfig:
     """Trajectories per forward/backward; gradients accumulate over the step (micro-batches are formed from
     trajectories of similar length, and the gradient does not depend on their size)."""
     gradient_checkpointing: bool = False
-    """Recompute each decoder layer's activations in the backward pass instead of keeping them: about a third
-    more update compute for a fraction of the activation memory; the same gradient within float noise."""
+    """Recompute each decoder layer's activations in the backward pass instead of keeping them, and the
+    vocabulary logits `agents.rollout.batch.HEAD_CHUNK` scored tokens at a time: about a third more update
+    compute for a fraction of the activation memory; the same gradient within float noise."""
     max_grad_norm: float = 1.0
     """Gradients are clipped to this global norm before each optimizer step."""
     adamw: str = "fused"
@@ -208,11 +210,11 @@ class TrainConfig:
     threads: int | None = None
     """Threads for torch, numba, FAISS and BLAS in this process (None: the physical cores it may use;
     `searchgym.threads`). On a shared machine, fewer threads than cores can be faster."""
-    malloc_mmap_threshold: int | None = None
-    """Fix glibc's mmap threshold at this many bytes for the process (`agents.memory.tune_allocator`; e.g.
-    1048576): freed tensors go back to the OS instead of fragmenting the heap. A trade, measured in
-    docs/learners.md: less peak memory and faster decoding, a slower update (fresh pages fault in). None
-    keeps glibc's own behaviour."""
+    malloc_mmap_threshold: int | None = MMAP_THRESHOLD
+    """Fix glibc's mmap threshold at this many bytes for the process (`agents.memory.tune_allocator`; 1 MiB by
+    default): freed tensors go back to the OS instead of fragmenting the heap, for gigabytes less peak memory
+    and faster decoding, at the cost of page faults in the update (measured in docs/learners.md, "CPU
+    precision (bfloat16)"). 0 or None keeps glibc's own behaviour; elsewhere than glibc it changes nothing."""
     out_dir: str = "runs/train"
     """Checkpoints, metrics.jsonl, caches and pushed weights go here."""
     checkpoint_every: int = 1
@@ -239,8 +241,9 @@ class TrainConfig:
         _at_least(self, 1, "steps", "questions_per_step")
         if self.dtype not in PRECISIONS:
             raise ConfigError(f"dtype must be one of {', '.join(PRECISIONS)}, got {self.dtype!r}")
-        if self.malloc_mmap_threshold is not None and self.malloc_mmap_threshold < 4096:
-            raise ConfigError(f"malloc_mmap_threshold must be None or at least 4096 bytes (a page), got {self.malloc_mmap_threshold}")
+        if self.malloc_mmap_threshold and self.malloc_mmap_threshold < 4096:
+            raise ConfigError(f"malloc_mmap_threshold must be 0 (glibc's own behaviour) or at least 4096 bytes (a page), got "
+                              f"{self.malloc_mmap_threshold}")
         check_threads(self.threads)
         if self.eval_questions < 0 or self.checkpoint_every < 0:
             raise ConfigError("eval_questions and checkpoint_every must be >= 0")

@@ -73,8 +73,7 @@ class Trainer:
         self.out.mkdir(parents=True, exist_ok=True)
         setup.check_device(config.device)
         set_threads(config.threads)
-        if config.malloc_mmap_threshold is not None:
-            tune_allocator(config.malloc_mmap_threshold)
+        tune_allocator(config.malloc_mmap_threshold or None)
         if not config.distributed and world_size() > 1:
             raise ConfigError(f"started as one of {world_size()} processes (accelerate launch or torchrun) without "
                               "distributed=True: every process would run the whole job into the same out_dir; pass --distributed")

@@ -155,9 +155,10 @@ def test_released_memory_comes_back_at_the_next_generate(tiny):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_the_projection_in_chunks_gives_the_same_logprobs_and_gradients(monkeypatch, dtype):
-    """Past `HEAD_CHUNK` scored tokens the update projects them chunk by chunk and recomputes each chunk's
-    logits in backward: the same logprobs and gradients as one projection of them all."""
+    """With activation checkpointing, the update projects `HEAD_CHUNK` scored tokens at a time and recomputes
+    each chunk's logits in backward: the same logprobs and gradients as one projection of them all."""
     import agents.rollout.batch as batch
+    from agents.train.setup import enable_activation_checkpointing
 
     ids = torch.randint(0, 500, (2, 20), generator=torch.Generator().manual_seed(5))
     attention = torch.ones_like(ids)
@@ -168,6 +169,7 @@ def test_the_projection_in_chunks_gives_the_same_logprobs_and_gradients(monkeypa
         monkeypatch.setattr(batch, "HEAD_CHUNK", chunk)
         model, _ = build_tiny_model(TinyModelConfig(seed=8))
         model.train()
+        enable_activation_checkpointing(model)
         logp = token_logprobs(model, ids, attention, positions=mask, dtype=dtype, temperature=0.7)
         (logp * torch.linspace(-1, 1, 20)).sum().backward()
         results.append((logp.detach(), {n: p.grad for n, p in model.named_parameters()}))
