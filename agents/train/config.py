@@ -193,7 +193,7 @@ class TrainConfig:
     """How a distributed update holds the weights: `none`, a whole replica per process (DDP); `fsdp2`, each
     decoder layer and the root sharded over the processes with FSDP2 (`agents.train.fsdp`): weights,
     gradients and optimizer states take 1/N of the memory each, bfloat16 compute where the GPU supports it,
-    float32 on CPU. Needs `distributed=True` and at least 2 processes; checkpoints are then sharded
+    float32 parameters computing in `dtype` on CPU. Needs `distributed=True` and at least 2 processes; checkpoints are then sharded
     (`torch.distributed.checkpoint`), `python -m agents export` turns one into a model folder."""
     cpu_offload: bool = False
     """With `sharding="fsdp2"` on GPUs: keep the parameter shards and the optimizer states in host memory

@@ -58,8 +58,9 @@ class LogprobModel(torch.nn.Module):
 
 
 def mixed_precision_dtype(device: torch.device) -> torch.dtype | None:
-    """bfloat16 compute where the device supports it (CUDA with bf16), None (float32 throughout) elsewhere:
-    CPU bfloat16 matmuls are slow on most CPUs and would move the logprobs off the sampler's."""
+    """bfloat16 parameters for the compute where the device supports it (CUDA with bf16), None (float32
+    parameters) elsewhere: on CPU the root's autocast (`TrainConfig.dtype`, `agents.precision`) decides the
+    matmuls' precision and keeps the vocabulary projection float32, as the in-process sampler does."""
     if device.type == "cuda" and torch.cuda.is_available() and torch.cuda.is_bf16_supported():
         return torch.bfloat16
     return None
