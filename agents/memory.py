@@ -70,7 +70,7 @@ def tune_allocator(threshold: int | None = MMAP_THRESHOLD) -> bool:
     glibc raises the threshold each time a large block is freed (up to 32 MB), so a model's per-token and
     per-layer tensors move onto the heap, where freed memory stays resident and fragments: the update's peak
     RSS grows by gigabytes. A fixed threshold trades that for page faults on every large allocation: less
-    memory and faster decoding, a slower update (measured in docs/learners.md, "Memory and the allocator").
+    memory and faster decoding, a slower update (measured in docs/experiment-log.md, "Memory and the allocator").
     A `MALLOC_MMAP_THRESHOLD_` in the environment (glibc's own setting) is left to win; elsewhere than glibc
     this does nothing."""
     global _tuned

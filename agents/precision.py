@@ -119,7 +119,10 @@ class LinearCopy:
         self._pairs: list[tuple[torch.Tensor, torch.Tensor]] = []
         with torch.no_grad():
             for weight in _linear_weights(model):
-                cast = torch.nn.Parameter(weight.detach().to(self.dtype), requires_grad=False)
+                # A frozen reference keeps the model's trainable flags: checkpoints save what is trainable, and a
+                # cold-started reference must be saved whole. Nothing steps it, and its forward runs without grad.
+                trainable = weight.requires_grad and not self.share
+                cast = torch.nn.Parameter(weight.detach().to(self.dtype), requires_grad=trainable)
                 memo[id(weight)] = cast
                 self._pairs.append((weight, cast))
             if self.share:
@@ -129,8 +132,6 @@ class LinearCopy:
             # module objects around them, so the copy runs the model's own forward code.
             self.model = copy.deepcopy(model, memo)
         self.model.eval()
-        if not self.share:
-            self.model.requires_grad_(False)
         self._layout = self._structure()
 
     def _structure(self) -> tuple[int, ...]:

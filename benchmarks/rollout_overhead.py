@@ -183,4 +183,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from searchgym.cli.run import run_main
+
+    raise SystemExit(run_main(main))

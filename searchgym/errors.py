@@ -44,6 +44,11 @@ class RetrievalError(SearchGymError):
     """A retriever failed to answer."""
 
 
+class RetrievalAnswerError(RetrievalError):
+    """A retrieval server answered with something that is not a Search-R1 `/retrieve` response: not JSON,
+    JSON nested or sized past what can be read, the wrong shape, or values of the wrong type."""
+
+
 class RetrievalTimeout(RetrievalError):
     """A retrieval backend did not answer within its timeout."""
 
@@ -84,3 +89,18 @@ class BatchError(SearchGymError, ValueError):
 class RegistrationError(SearchGymError):
     """A searchgym environment id is already registered with Gymnasium for another entry point or other
     kwargs (another package took the name first)."""
+
+
+class EnvServerError(SearchGymError):
+    """An environment server (an OpenEnv server from `python -m searchgym.integrations.openenv`) could not be
+    reached, closed the session, or refused a message; `code` is the server's error code when it answered
+    (OpenEnv's `EXECUTION_ERROR`, `VALIDATION_ERROR`, `CAPACITY_REACHED`, ...), None when it did not."""
+
+    def __init__(self, message: str, *, code: str | None = None):
+        super().__init__(message)
+        self.code = code
+
+
+class EnvServerTimeout(EnvServerError, TimeoutError):
+    """An environment server did not answer within the client's timeout. The session is closed: the
+    client's next call opens a new one, so call `reset` again."""

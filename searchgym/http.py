@@ -11,7 +11,8 @@ server, OpenAI-compatible chat servers, SGLang and its router).
 - with `retry_after_max_s` set, a 503 carrying `Retry-After` (a server restarting a worker) is waited on
   within the budget and not counted against `retries`;
 - failures raise the caller's typed errors: `timeout_error` when the last failure was a timeout or the
-  budget ran out, `error` for anything else, each naming the request, the attempts and the cause; those
+  budget ran out, `invalid_error` for an answer that is not JSON (undecodable, nested or sized past what
+  Python reads), `error` for anything else, each naming the request, the attempts and the cause; those
   that may mean the server is down or overloaded end with the caller's `hint` (what to check).
 """
 
@@ -53,7 +54,8 @@ class HTTPClient:
     """A connection pool plus the retry rules. Thread-safe: every thread shares the pool.
 
     `error` and `timeout_error` are the typed errors this client's user raises (e.g. `RetrievalError` and
-    `RetrievalTimeout`); `timeout_error` should subclass `error`.
+    `RetrievalTimeout`); `timeout_error` should subclass `error`, and so should `invalid_error`, raised for
+    an answer that is not JSON (`error` when not given).
     """
 
     def __init__(
@@ -66,6 +68,7 @@ class HTTPClient:
         error: type[SearchGymError] = BackendError,
         timeout_error: type[SearchGymError] = BackendTimeout,
         hint: str = "Check that the server is running and reachable.",
+        invalid_error: type[SearchGymError] | None = None,
         retry_status: frozenset[int] = RETRY_STATUS,
         retry_after_max_s: float | None = None,
         max_response_bytes: int | None = None,
@@ -77,6 +80,7 @@ class HTTPClient:
         self._httpx = httpx
         self.base_url = base_url.rstrip("/")
         self.error, self.timeout_error, self.hint = error, timeout_error, hint
+        self.invalid_error = invalid_error or error
         self.retry_status = frozenset(retry_status)
         self.retry_after_max_s = retry_after_max_s
         self.max_response_bytes = max_response_bytes
@@ -183,12 +187,14 @@ class HTTPClient:
             raise _Refused(cause)
         try:
             body = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        except (ValueError, RecursionError) as e:
+            # ValueError: not JSON, not UTF-8, or an integer of over 4300 digits; RecursionError: nested
+            # deeper than the decoder goes. All of them an answer that is not what was asked for.
             if invalid_json == "text":
                 return raw.decode("utf-8", "replace")
             if invalid_json == "retry":
                 raise _Failed(f"an answer that is not JSON ({e}): {raw[:200]!r}") from e
-            raise self.error(f"{name} answered with invalid JSON ({e}): {raw[:200]!r}") from e
+            raise self.invalid_error(f"{name} answered with invalid JSON ({type(e).__name__}: {str(e)[:200]}): {raw[:200]!r}") from e
         if extract is None:
             return body
         try:

@@ -254,3 +254,25 @@ def as_step_schema(info: StepInfo, version: int) -> None:
 def candidates_v1(pool: Sequence[Hit]) -> dict[str, list]:
     """A search's `candidates` in schema 1: `ids`, `titles` and `scores`, in retriever order."""
     return {"ids": [h.doc.id for h in pool], "titles": [h.doc.title for h in pool], "scores": [h.score for h in pool]}
+
+
+def final_labels(infos: Sequence[StepInfo]) -> list[TurnLabels]:
+    """The judge labels of an episode's labelled search rounds, in order: the episode summary's
+    `turn_labels` (every turn's final labels, deferred judges' included) when the env ended the episode,
+    else the step labels; turns without labels (answers, invalid actions) and labels still pending are
+    left out."""
+    summary = infos[-1].get("episode") if infos else None
+    labels = summary["turn_labels"] if summary else [i.get("labels") for i in infos]
+    return [lab for lab in labels if lab and lab.get("contribution") is not None and not lab.get("pending")]
+
+
+def final_entity_rate(infos: Sequence[StepInfo]) -> float | None:
+    """An episode's gold-entity match rate gamma: the summary's `entity_rate` when the env ended the
+    episode, else the last step's `entities.rate`; None when the question has no gold entities."""
+    if not infos:
+        return None
+    summary = infos[-1].get("episode")
+    if summary:
+        return summary["entity_rate"]
+    entities = infos[-1].get("entities")
+    return None if entities is None else entities["rate"]

@@ -1,4 +1,7 @@
-"""Every ```python block in docs/ and the README runs, page by page, and the site builds in strict mode."""
+"""Every ```python block in docs/ and the README runs, page by page, and the site builds in strict mode.
+
+A block whose first line is `# requires: module[, module]` (an RL framework's example in docs/frameworks.md)
+runs where those modules import and is left out where they do not."""
 
 import re
 import shutil
@@ -11,6 +14,28 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]
 _BLOCK = re.compile(r"^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)
+_REQUIRES = re.compile(r"\A# requires: ([\w., ]+)\n")
+
+
+FRAMEWORKS = ("openenv", "verifiers", "trl", "skyrl_gym", "gem", "verl")
+"""Optional RL frameworks (each an extra of pyproject): a page whose examples import one that is not
+installed is skipped, saying which (docs/frameworks.md needs them all)."""
+
+
+def _missing_frameworks(blocks: list[str]) -> list[str]:
+    import ast
+    import importlib.util
+
+    imported = set()
+    for code in blocks:
+        for node in ast.walk(ast.parse(code)):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module] if (
+                isinstance(node, ast.ImportFrom) and node.module and node.level == 0) else []
+            for parts in (name.split(".") for name in names):
+                imported.add(parts[0])
+                if parts[1:2] == ["integrations"] and len(parts) > 2:  # searchgym.integrations.openenv needs openenv
+                    imported.add(parts[2])
+    return sorted(name for name in imported & set(FRAMEWORKS) if importlib.util.find_spec(name) is None)
 
 
 @pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])
@@ -18,11 +43,17 @@ def test_doc_examples_run(page, tmp_path, monkeypatch):
     blocks = _BLOCK.findall(page.read_text())
     if not blocks:
         pytest.skip(f"{page.name} has no python examples")
+    missing = _missing_frameworks(blocks)
+    if missing:
+        pytest.skip(f"{page.name}'s examples need {', '.join(missing)} (pip install the extras named on the page)")
     monkeypatch.chdir(tmp_path)
     # The README's snippet uses the default index cache (~/.cache/searchgym): keep it out of the real one.
     monkeypatch.setenv("HOME", str(tmp_path))
     namespace: dict = {"__name__": f"docs_{page.stem}"}
     for i, code in enumerate(blocks):
+        needs = _REQUIRES.match(code)
+        if needs and not all(_has_module(m.strip()) for m in needs.group(1).split(",")):
+            continue
         try:
             exec(compile(code, f"{page.name}[block {i}]", "exec"), namespace)
         except Exception as e:

@@ -35,7 +35,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_dispatcher(build_parser(), argv)
+    """Run a command; a `SearchGymError` is its message and status 1, no traceback unless `--debug`."""
+    from searchgym.cli.run import run_main
+
+    return run_main(lambda args: run_dispatcher(build_parser(), args), argv)
 
 
 if __name__ == "__main__":

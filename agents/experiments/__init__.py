@@ -5,7 +5,8 @@ evaluate and compare agents against it.
   cold-started policy with the same seed, questions and budget, evaluated on held-out questions; with two
   or more seeds, the learning check. Its parts: `presets` (the named settings), `runner` (the start policy,
   the learners, seeds, workers), `resume` and `merge` (reading back earlier runs), `report` (tables, paired
-  checks, `results.md`).
+  checks, `results.md`), `credit` with `credit_report` and `credit_plot` (the credit view: every learner's
+  advantages on one shared batch, `credit.png`).
 - `compare` (`python -m agents.experiments.compare`): a new agent (`agent_spec`: a Python callable, an
   OpenAI-compatible endpoint, a model) on the exact envs a `results.json` was evaluated on
   (`fingerprint`), paired question by question (`paired`).

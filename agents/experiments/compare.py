@@ -326,9 +326,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from searchgym.errors import SearchGymError
+    from searchgym.cli.run import run_main
 
-    try:
-        raise SystemExit(main())
-    except SearchGymError as e:  # a refusal is the answer, not a crash: its message without a traceback
-        raise SystemExit(f"agents.experiments.compare: {e}") from None
+    raise SystemExit(run_main(main))

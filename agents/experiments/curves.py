@@ -3,9 +3,12 @@ evaluation on a fixed question set.
 
 Two rows. The top row is what the learners saw while training (reward, EM, searches per episode, entity
 match rate per RL step). Each step draws other questions, so a falling reward there can be harder
-questions, not a worse policy. Learners often produce the very same numbers (same seed, same questions,
-updates too small to change a greedy choice), and identical lines would hide each other: every learner
-gets its own marker and line style and a small horizontal offset, so all of them stay visible.
+questions, not a worse policy. With fewer than `MIN_TREND_STEPS` steps the values are points without lines,
+each step's tick naming its questions' hops (`step_labels`): a line through so few different batches would
+draw a trend they cannot have. Learners often produce the very same numbers (same seed, same questions,
+updates too small to change a greedy choice), and identical points would hide each other: every learner
+gets its own marker (and, over enough steps, line style) and a small horizontal offset, so all of them stay
+visible.
 
 The bottom row is evaluation on the same held-out questions for every policy: when the history carries
 periodic evaluations (`eval/em` at some steps) they are drawn over steps; otherwise each learner's test EM
@@ -21,6 +24,9 @@ MARKERS = ("o", "s", "^", "D", "v", "P")
 STYLES = ("-", "--", "-.", ":", (0, (5, 1)), (0, (1, 2)))
 OFFSET = 0.08
 """Horizontal offset between learners, in RL steps."""
+MIN_TREND_STEPS = 5
+"""Below this many RL steps the training panels draw each step's values as points, without lines: a line
+through 2-4 steps, each on other questions, would suggest a trend that so few different batches cannot show."""
 
 TRAINING_PANELS = (("rollout/reward", "reward"), ("rollout/em", "EM"), ("rollout/searches_mean", "searches / episode"),
                    ("rollout/entity_rate", "entity match rate"))
@@ -37,6 +43,8 @@ def plot_curves(results: dict[str, Any], learners: list[str], path: str | Path):
     fig = plt.figure(figsize=(16, 7.2))
     grid = fig.add_gridspec(2, len(TRAINING_PANELS), height_ratios=(1, 1.1))
     spread = (len(learners) - 1) / 2
+    steps = sorted({m["step"] for name in learners for m in results[name]["history"]})
+    few = 0 < len(steps) < MIN_TREND_STEPS
     for col, (key, title) in enumerate(TRAINING_PANELS):
         ax = fig.add_subplot(grid[0, col])
         for k, name in enumerate(learners):
@@ -44,9 +52,15 @@ def plot_curves(results: dict[str, Any], learners: list[str], path: str | Path):
             if not any(key in m for m in hist):  # no such training metric (the supervised control has no rollouts)
                 continue
             ax.plot([m["step"] + (k - spread) * OFFSET for m in hist], [m.get(key, float("nan")) for m in hist],
-                    marker=MARKERS[k % len(MARKERS)], linestyle=STYLES[k % len(STYLES)], markersize=6, alpha=0.85, label=name)
+                    marker=MARKERS[k % len(MARKERS)], linestyle="none" if few else STYLES[k % len(STYLES)], markersize=6, alpha=0.85,
+                    label=name)
         ax.set_title(f"training: {title}", fontsize=10)
-        ax.set_xlabel("RL step (new questions each step)", fontsize=8)
+        if few:
+            ax.set_xticks(steps, step_labels(results, steps), fontsize=8)
+            ax.set_xlim(steps[0] - 0.5, steps[-1] + 0.5)
+            ax.set_xlabel("RL step: its own questions (their hops); compare learners within a step", fontsize=8)
+        else:
+            ax.set_xlabel("RL step (new questions each step)", fontsize=8)
         if col == 0:
             ax.legend(fontsize=8)
     ax = fig.add_subplot(grid[1, : len(TRAINING_PANELS) // 2 + 1])
@@ -61,6 +75,18 @@ def plot_curves(results: dict[str, Any], learners: list[str], path: str | Path):
     fig.savefig(path, dpi=110)
     plt.close(fig)  # out of pyplot's registry (a run draws one per seed); the returned figure stays readable
     return fig
+
+
+def step_labels(results: dict[str, Any], steps: list[int]) -> list[str]:
+    """Each RL step's tick: its number, and the hop counts of the questions it trained on where the run's credit
+    view recorded them (`agents.experiments.credit`: the same seed draws the same questions for every learner).
+
+    >>> step_labels({"credit": {"training_steps": [{"step": 1, "hops": [2, 1]}]}}, [1, 2])
+    ['step 1\\n1-hop, 2-hop', 'step 2']
+    """
+    hops = {s["step"]: s["hops"] for s in results.get("credit", {}).get("training_steps", [])}
+    return [f"step {k}" + (f"\n{', '.join(f'{h}-hop' for h in sorted(hops[k]))}" if hops.get(k) and None not in hops[k] else "")
+            for k in steps]
 
 
 def _periodic_eval(ax, results: dict[str, Any], learners: list[str], spread: float) -> None:
@@ -107,10 +133,17 @@ def _questions(results: dict[str, Any], learners: list[str]) -> str:
 
 
 def _caption(results: dict[str, Any], learners: list[str]) -> str:
-    text = ("Top: rollouts during training. Every RL step samples other questions, so these curves mix question "
-            "difficulty with learning. Learners with equal numbers are drawn side by side (small offsets, one marker "
-            "and line style each).\n\nBottom: greedy test EM on one fixed set of held-out questions, the same for "
-            "every policy: the comparison to read.")
+    steps = len({m["step"] for name in learners for m in results[name]["history"]})
+    if 0 < steps < MIN_TREND_STEPS:
+        text = (f"Top: each RL step's rollouts, one point per learner. {steps} step(s) are too few for a trend, so no lines: "
+                "every step trains on other questions (easier or harder ones), so compare the learners within a step, where "
+                "they saw the same questions, not the steps with each other. What each learner does differently with the "
+                "same rollouts is in credit.png.")
+    else:
+        text = ("Top: rollouts during training. Every RL step samples other questions, so these curves mix question "
+                "difficulty with learning.")
+    text += (" Learners with equal numbers are drawn side by side (small offsets, one marker each).\n\nBottom: greedy test EM "
+             "on one fixed set of held-out questions, the same for every policy: the comparison to read.")
     n = results["start"]["eval"].get("eval/questions")
     if n:
         text += (f" One question of {int(n)} is {1 / n:.2f} EM: differences of a few questions are within the noise "

@@ -17,7 +17,10 @@ cold-started policy against the run-to-run noise (the standard deviation over se
 Prints what each learner did differently while it runs, then a results table, and writes `results.json`,
 `results.md` and `curves.png` (training reward, EM, searches per episode, entity match rate over steps, and
 test EM on the fixed evaluation questions before and after RL; `agents.experiments.curves`) under
-`--out` (and the same per seed under `--out/seed<N>`). Each seed's results carry the `fingerprint` of its
+`--out` (and the same per seed under `--out/seed<N>`). Presets with a credit view (`Preset.credit_questions`,
+the cpu preset's 4 questions x 8 rollouts) also show, on one batch sampled by the start policy, the advantage
+each learner gives each round (`agents.experiments.credit`): a table in `results.md` and `credit.png`. The
+run ends with what to do next. Each seed's results carry the `fingerprint` of its
 evaluation env (`agents.experiments.fingerprint`), against which `python -m agents.experiments.compare` scores a
 new agent.
 
@@ -44,7 +47,7 @@ from pathlib import Path
 from agents.experiments.curves import plot_curves
 from agents.experiments.merge import merge_results, start_evaluation
 from agents.experiments.presets import PRESETS, RL_LEARNERS, SFT, WHAT_DIFFERS, Preset, parse_learner_options
-from agents.experiments.report import seed_table, signal_table, write_report
+from agents.experiments.report import credit_report, seed_table, signal_table, write_report
 from agents.experiments.runner import backend_options, run_seed
 from agents.precision import PRECISIONS
 from searchgym.errors import ConfigError
@@ -75,6 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--eval-base", action=argparse.BooleanOptionalAction, default=None,
                    help="also evaluate the model as released, before its cold start (default: the preset's; the cpu preset does not)")
     p.add_argument("--eval-samples", type=int, help="override the preset's Avg@k samples per test question (0: greedy only)")
+    p.add_argument("--credit-questions", type=int, help="override the preset's credit view: questions of the one batch on which every "
+                   "learner's advantages are shown (Preset.credit_questions; 0 leaves the view out)")
     p.add_argument("--out", default="results/learners")
     p.add_argument("--hotpotqa", metavar="FILE", help="also evaluate the start and final policies on this HotpotQA file's first questions")
     p.add_argument("--sglang-urls", nargs="+", help="the SGLang servers of a preset that rolls out through SGLang (default: 127.0.0.1 ports 30000 and up)")
@@ -103,6 +108,7 @@ def _preset(args: argparse.Namespace) -> Preset:
                                    ("eval_base", args.eval_base),
                                    ("questions", args.questions), ("group", args.group), ("temperature", args.temperature),
                                    ("workers", args.workers), ("micro_batch", args.micro_batch), ("dtype", args.dtype),
+                                   ("credit_questions", args.credit_questions),
                                    ("gradient_checkpointing", args.gradient_checkpointing)) if v is not None}
     if args.learner_option:
         overrides["learner_options"] = parse_learner_options(args.learner_option, preset.learner_options)
@@ -136,7 +142,7 @@ def _run_seeds(args: argparse.Namespace, preset: Preset, steps: int, out: Path) 
             shared = (Path(results["start"]["model"]), results)
         table = seed_table(results, args.learners) + "\n\nSignals (mean over RL steps):\n\n" + signal_table(results, args.learners)
         (out / f"seed{seed}").mkdir(parents=True, exist_ok=True)
-        (out / f"seed{seed}" / "results.md").write_text(table + "\n")
+        (out / f"seed{seed}" / "results.md").write_text(table + "\n" + credit_report(results, out / f"seed{seed}"))
         if "eval" in results["start"]:  # else the run that made the shared start has its evaluation
             plot_curves(results, args.learners, out / f"seed{seed}" / "curves.png")
         print(f"\nseed {seed} ({results['minutes']:.1f} min):\n{table}", flush=True)
@@ -176,9 +182,27 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     check = write_report(per_seed, args.learners, asdict(preset), steps, out, args.hotpotqa)
     print("\nLearning check (test EM):\n" + check)
-    print(f"\ntotal {(time.perf_counter() - t0) / 60:.1f} min; plot: {out / 'curves.png'}; table: {out / 'results.md'}")
+    shown = f"plot: {out / 'curves.png'}" + (f"; credit view: {out / 'credit.png'}" if "credit" in per_seed[args.seeds[0]] else "")
+    print(f"\ntotal {(time.perf_counter() - t0) / 60:.1f} min; {shown}; table: {out / 'results.md'}")
+    print(next_steps(out, per_seed[args.seeds[0]]["start"]["model"], args.preset))
     return 0
 
 
+def next_steps(out: Path, start_model: str, preset: str) -> str:
+    """The lines that end a run: where to go from its results."""
+    lines = ["", "What next:"]
+    if preset == "cpu":
+        lines.append("- Whether RL learns here (this run's 2 steps cannot say): the learning check, three seeds from one start, "
+                     "python -m agents.experiments.learners --preset cpu-learn --threads 1 (docs/learners.md, \"The learning check\")")
+    lines += [f"- What each paper builds on, on this start policy: python -m agents.experiments.signatures --model {start_model} --threads 1",
+              f"- Your own agent against these learners, on the same questions: python -m agents.experiments.compare --reference "
+              f"{out / 'results.json'} --agent module:callable (docs/benchmark-your-agent.md)",
+              "- Training with your own RL framework on these envs: docs/frameworks.md (\"Train with your framework\")",
+              "- How each learner turns the same rollouts into signal: docs/credit-view.md"]
+    return "\n".join(lines)
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from searchgym.cli.run import run_main
+
+    raise SystemExit(run_main(main))

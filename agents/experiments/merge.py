@@ -32,13 +32,14 @@ def evaluated_starts(seed_results) -> dict[str, dict]:
     return {str(Path(r["start"]["model"]).resolve()): r for r in seed_results if "eval" in r.get("start", {})}
 
 
-NOT_A_SETTING = ("steps", "seeds", "learners", "workers", "eval_base", "learner_options", "micro_batch", "gradient_checkpointing", "dtype")
+NOT_A_SETTING = ("steps", "seeds", "learners", "workers", "eval_base", "learner_options", "micro_batch", "gradient_checkpointing",
+                 "credit_questions", "credit_group", "dtype")
 """Preset fields two runs may differ in and still merge: the defaults a run's own flags replace (its RL step
 count is compared as the run's `steps`), how many processes trained it (the same results, tested), whether
 the released model was evaluated, the learners' options (compared learner by learner), how the update
 holds its memory (micro-batch, activation checkpointing: the same gradient up to float rounding, tested),
-and the precision setting, whose `auto` resolves per machine: the precision each learner ran at (its
-entry's `dtype`) is compared instead (`precisions`)."""
+the credit view's batch (nothing trains on it), and the precision setting, whose `auto` resolves per
+machine: the precision each learner ran at (its entry's `dtype`) is compared instead (`precisions`)."""
 
 
 def precisions(run: dict) -> set[str]:
@@ -97,6 +98,8 @@ def merge_results(paths: list[Path]) -> tuple[dict, dict[int, dict]]:
                 raise ConfigError(f"{path}: seed {seed} there started from another policy or was evaluated on another env than "
                                   "in the runs before it; its learners cannot be paired with theirs")
             seen.update({n: results[n] for n in results if n in WHAT_DIFFERS})
+            if "credit" in results:
+                seen.setdefault("credit", results["credit"])
             if "eval" not in seen["start"] and "eval" in results["start"]:
                 seen["start"] = results["start"]
                 if "base" in results:

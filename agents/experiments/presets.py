@@ -99,6 +99,11 @@ class Preset:
     workers: int = 1
     """Learners trained side by side, each in its own process with 1/`workers` of the threads: on a small CPU
     two one-thread processes get more done than one two-thread process (small matmuls scale poorly)."""
+    credit_questions: int = 0
+    """Questions of the credit view's batch (`agents.experiments.credit`): sampled once by the start policy, with
+    `credit_group` rollouts each, and shown as each learner's advantages per round; 0 leaves the view out."""
+    credit_group: int = 8
+    """Rollouts per question of the credit view's batch."""
     shared_start: bool = False
     """Cold-start and evaluate the start policy once, under the first seed, and start every seed's learners
     from it: seeds then differ only in RL (question order, sampling). Needs a fixed `world_seed`, so that
@@ -110,6 +115,10 @@ class Preset:
                 raise ConfigError(f"Preset.{name} must be >= 1, got {getattr(self, name)}")
         if self.dtype not in PRECISIONS:
             raise ConfigError(f"Preset.dtype must be one of {', '.join(PRECISIONS)}, got {self.dtype!r}")
+        if self.credit_questions < 0:
+            raise ConfigError(f"Preset.credit_questions must be >= 0 (0 leaves the credit view out), got {self.credit_questions}")
+        if self.credit_group < 2:
+            raise ConfigError(f"Preset.credit_group must be >= 2: advantages are relative to a question's group, got {self.credit_group}")
         if self.shared_start and self.world_seed is None:
             raise ConfigError("Preset.shared_start needs a fixed world_seed: every seed must evaluate on the start policy's questions")
 
@@ -128,8 +137,10 @@ PRESETS = {
     # other) instead of one process at two threads. 2 RL steps and no evaluation of the released model
     # (`--eval-base` does it, ~40 s; it scored 0.000 on these questions in every run): with 3 steps and that
     # evaluation the job took 15.3-15.7 minutes on 2 idle cores, over its 15.
+    # The credit view: 4 questions (the 2 steps' 2 + 2, so every question the learners train on) x 8 rollouts,
+    # sampled in the process that finishes GRPO, CW-GRPO and E-GRPO while COSEARCH still trains.
     "cpu": Preset("smollm2-135m", 1000, (1, 2), 8, 2, 2, 4, 20, 64, 512, 1, 1e-5, SHORT_TEMPLATE, gradient_checkpointing=True,
-                  max_batch_rows=64, max_turns=4, workers=2, eval_base=False),
+                  max_batch_rows=64, max_turns=4, workers=2, eval_base=False, credit_questions=4),
     # The learning check: 2-hop questions (two search rounds that differ in contribution), a short cold start
     # that leaves room to improve (8 steps: greedy test EM 0.68 on 60 questions, with 512 response tokens;
     # 320 cut most episodes before their answer), 200 held-out questions, three RL seeds from one shared
@@ -138,7 +149,7 @@ PRESETS = {
     "cpu-learn": Preset("smollm2-135m", 1000, (2,), 8, 10, 4, 8, 200, 64, 512, 1, 1e-5, SHORT_TEMPLATE, max_turns=4,
                         eval_base=False, seeds=(0, 1, 2), world_seed=0, shared_start=True),
     # A random 2-layer model: checks the whole pipeline in seconds (the tests run it); learns nothing.
-    "tiny": Preset("tiny", 300, (1,), 1, 1, 2, 2, 4, 16, 64, 1, 1e-4, SHORT_TEMPLATE),
+    "tiny": Preset("tiny", 300, (1,), 1, 1, 2, 2, 4, 16, 64, 1, 1e-4, SHORT_TEMPLATE, credit_questions=2, credit_group=2),
     # One 80 GB GPU shared by an SGLang server and the update (documented in docs/learners.md with its
     # estimated run time; not run in CI): weights reach the server as CUDA tensors after every update.
     "gpu": Preset("Qwen/Qwen2.5-0.5B-Instruct", 10000, (1, 2), 50, 200, 16, 8, 500, 256, 2048, 3, 1e-6,

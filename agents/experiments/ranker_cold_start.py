@@ -132,4 +132,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from searchgym.cli.run import run_main
+
+    raise SystemExit(run_main(main))

@@ -148,9 +148,21 @@ def paired_sections(per_seed: dict[int, dict], learners: list[str], eval_samples
     return "".join(f"\n\n{title}:\n\n{table}" for title, table in sections if table)
 
 
+def credit_report(results: dict, out: Path) -> str:
+    """A seed's credit view (`agents.experiments.credit`) drawn as `out/credit.png`, and its section of
+    `results.md` ("" for a run without one)."""
+    if "credit" not in results:
+        return ""
+    from agents.experiments.credit_plot import plot_credit
+    from agents.experiments.credit_report import credit_section
+
+    plot_credit(results["credit"], out / "credit.png")
+    return "\n" + credit_section(results["credit"]) + "\n"
+
+
 def write_report(per_seed: dict[int, dict], learners: list[str], preset: dict, steps: int, out: Path, hotpotqa: str | None = None) -> str:
-    """results.md, results.json and curves.png under `out`, for the first seed and the learning check over all;
-    returns the learning check's tables."""
+    """results.md, results.json, curves.png and (with a credit view) credit.png under `out`, for the first seed
+    and the learning check over all; returns the learning check's tables."""
     seeds = list(per_seed)
     check = learning_check(per_seed, learners, preset["eval_questions"]) + paired_sections(per_seed, learners, preset.get("eval_samples"))
     options = preset.get("learner_options") or {}
@@ -162,6 +174,7 @@ def write_report(per_seed: dict[int, dict], learners: list[str], preset: dict, s
               + "\n\nLearning check (test EM):\n\n" + check + "\n")
     if hotpotqa:
         report += "\n" + hotpotqa_table(per_seed[first], learners) + "\n"
+    report += credit_report(per_seed[first], out)
     (out / "results.md").write_text(report)
     (out / "results.json").write_text(json.dumps({"preset": preset, "steps": steps, "seeds": seeds,
                                                   "results": {str(s): r for s, r in per_seed.items()}}, indent=2))

@@ -2,8 +2,9 @@
 its evaluation), then each learner trained from it and evaluated, one after another or side by side in
 `Preset.workers` processes, each behind a progress bar (`agents.experiments.progress`).
 
-With `resume`, every learner checkpoints after each RL step, and a rerun keeps what an earlier run of the
-same setting finished (`agents.experiments.resume`). Each seed's results carry the fingerprint of its
+With `Preset.credit_questions`, the credit view (`agents.experiments.credit`) is one more job after the
+learners, in the process that finishes its learners first. With `resume`, every learner checkpoints after
+each RL step, and a rerun keeps what an earlier run of the same setting finished (`agents.experiments.resume`). Each seed's results carry the fingerprint of its
 evaluation env (`agents.experiments.fingerprint`): learners evaluated on another env than their start
 policy are refused, since they could not be paired with it.
 """
@@ -213,6 +214,7 @@ def _train_learners(preset: Preset, learners: list[str], results: dict, start_di
     start_em = f"{results['start']['eval']['eval/em']:.3f}" if "eval" in results["start"] else "(start not evaluated here)"
     jobs = {learner: partial(learner_result, config(learner, str(start_dir), learner), learner, preset.eval_samples, hotpotqa,
                              results.get("fingerprint")) for learner in learners}
+    view = _credit_job(preset, config, start_dir) if preset.credit_questions else None
     workers = min(preset.workers, len(learners))
     if workers > 1:
         import multiprocessing
@@ -224,11 +226,17 @@ def _train_learners(preset: Preset, learners: list[str], results: dict, start_di
         # spawn, not fork: the parent holds torch's thread pools and numba's state, which a fork would copy.
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_start) as pool:
             futures = {name: pool.submit(jobs[name]) for name in sorted(learners, key=lambda n: n != "cosearch")}
+            # Submitted last: it runs in the process that finishes its learners first, while COSEARCH still trains.
+            viewed = pool.submit(view) if view else None
             done = {name: futures[name].result() for name in learners}
+            if viewed:
+                results["credit"] = viewed.result()
     else:
         done = {}
         for learner in learners:
             done[learner] = jobs[learner]()
+        if view:
+            results["credit"] = view()
     for learner in learners:
         entry, fingerprint = done[learner]
         if "fingerprint" not in results:
@@ -246,8 +254,27 @@ def _train_learners(preset: Preset, learners: list[str], results: dict, start_di
         if "hotpotqa" in entry:
             print(f"[{learner}] HotpotQA: EM {entry['hotpotqa']['hotpotqa/em']:.3f}, F1 {entry['hotpotqa']['hotpotqa/f1']:.3f}", flush=True)
         results[learner] = entry
+    if "credit" in results:
+        from agents.experiments.credit_report import learner_notes
+
+        if "second_model_step" in results.get("cosearch", {}):
+            results["credit"]["ranker"] = results["cosearch"]["second_model_step"]
+
+        print("\n[credit view] what each learner makes of one shared batch:\n"
+              + "\n".join(f"[credit view] {name}: {note}" for name, note in learner_notes(results["credit"]).items()), flush=True)
     results["minutes"] = (time.perf_counter() - t0) / 60
     return results
+
+
+def _credit_job(preset: Preset, config, start_dir: Path):
+    """The credit view's job (`agents.experiments.credit`) from `start_dir`, with a learner process's config
+    (`config`: (learner, model, run) -> `TrainConfig`)."""
+    from agents.experiments.credit import VIEW_LEARNERS, credit_config, credit_result, view_configs
+
+    configs = view_configs(preset.learner_options, VIEW_LEARNERS)
+    base = config("grpo", str(start_dir), "credit_view")
+    return partial(credit_result, credit_config(base, preset.credit_questions, preset.credit_group, configs), configs, base.steps,
+                   preset.questions, base.resume)
 
 
 def fingerprint_differences(got: dict, expected: dict, own_options: set[str] = frozenset()) -> list[str]:
@@ -310,6 +337,7 @@ def learner_result(config: TrainConfig, learner: str, eval_samples: int, hotpotq
                 history = logged_history(trainer.metrics_log.path)
         final, final_questions = _evaluate(trainer, learner, eval_samples)
         final_hotpotqa = hotpotqa_eval(trainer, hotpotqa, config.eval_questions) if hotpotqa else None
+        second_step = trainer.second_model.last_step() if trainer.second_model is not None else None
     finally:
         trained_dtype = dtype_name(trainer.compute_dtype)
         trainer.close()
@@ -321,6 +349,8 @@ def learner_result(config: TrainConfig, learner: str, eval_samples: int, hotpotq
              "minutes": (time.perf_counter() - t) / 60, "dtype": trained_dtype}
     if final_hotpotqa:
         entry["hotpotqa"] = final_hotpotqa
+    if second_step is not None:
+        entry["second_model_step"] = second_step  # what its last RL step trained the second model on (the credit view)
     if config.resume:
         write_json(run_dir / "result.json", {"entry": entry, "fingerprint": own})
         from agents.train.checkpoint import list_checkpoints

@@ -79,7 +79,7 @@ class Setting:
     candidates: int = 50
     """The pool the ranker picks from (the oracle moves answer-bearing ones among these to the top); COSEARCH's
     N = 50. With a pool of 5 the retriever's first document already held an answer whenever the pool did, in
-    every search measured (docs/learners.md, "Signature analyses")."""
+    every search measured (docs/experiment-log.md, "Signature analyses")."""
     max_turn_tokens: int = 64
     max_response_tokens: int = 512
     temperature: float = 1.0
@@ -279,4 +279,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from searchgym.cli.run import run_main
+
+    raise SystemExit(run_main(main))

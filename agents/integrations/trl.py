@@ -19,9 +19,16 @@ TRL 1.x lets a `rollout_func(prompts, trainer) -> dict` replace the trainer's si
    multiplies `env_mask` into its completion mask, so observation tokens stay in the forward pass as
    context but count in neither the policy loss, the KL term, the entropy nor `completions/mean_length`.
 4. Rewards are TRL reward functions fed by the episodes, which reach them as the `searchgym_trajectory`
-   column: `env_reward` (the env's own return: its `answer_reward`, EM by default), `answer_reward("f1")`
-   (any `searchgym.rewards` answer metric of the final answer) and `format_reward`
+   column: `env_reward` (the env's own return: its `answer_reward`, EM by default; it also logs the
+   batch's `rollout/*` and `credit/*` metrics: judge labels and gold-entity matches), `reward_part("f1")`
+   (one of the env's reward parts on the answering step), `answer_reward("f1")` (any `searchgym.rewards`
+   answer metric of the final answer, scored here against the gold answers) and `format_reward`
    (`searchgym.rewards.format_valid`). TRL weighs and sums them and computes the group advantages.
+
+The envs may run in this process (`gym.make(...)`) or on an OpenEnv server
+(`searchgym.integrations.openenv.RemoteSearchQAEnv`, one session per env): the rollout reads only what
+`reset` and `step` return. A served env keeps its gold answers on the server, so there `answer_reward`
+has nothing to score against; `env_reward` and `reward_part` read the env's own numbers and work with both.
 
 An episode the env ended (answered, out of turns, format error) gets the tokenizer's EOS token appended
 with `env_mask` 0, so TRL counts it as finished; an `over_long` one does not, so TRL reports it in
@@ -45,7 +52,7 @@ from typing import TYPE_CHECKING, Any
 import gymnasium as gym
 
 from agents.policies.base import Policy
-from agents.rollout import RolloutConfig, RolloutEngine, Trajectory, rollout_metrics
+from agents.rollout import RolloutConfig, RolloutEngine, Trajectory, credit_metrics, rollout_metrics
 from searchgym.errors import BatchError, ConfigError
 from searchgym.rewards import format_valid, resolve_answer_reward
 from searchgym.rewards.answer import AnswerReward
@@ -151,10 +158,12 @@ class SearchQARollout:
         return self._probe
 
     def _num_questions(self) -> int:
-        records = getattr(self._probe_env().unwrapped, "records", None)
-        if not records:
-            raise ConfigError("make_env must build a searchgym SearchQAEnv (its `records` are the questions)")
-        return len(records)
+        env = self._probe_env().unwrapped
+        # A served env (RemoteSearchQAEnv) keeps its records on the server and says how many it holds.
+        count = len(getattr(env, "records", None) or ()) or int(getattr(env, "num_questions", 0) or 0)
+        if not count:
+            raise ConfigError("make_env must build a searchgym SearchQAEnv, in-process or served (its `records` are the questions)")
+        return count
 
     def _index_question(self, index: int) -> tuple[str, str]:
         obs, info = self._probe_env().reset(options={"index": index})
@@ -322,12 +331,35 @@ def final_answer(trajectory: Trajectory) -> str | None:
 def env_reward(completions: Sequence[Any], searchgym_trajectory: Sequence[Trajectory] | None = None, question_id: Sequence[str] | None = None,
                log_metric: Callable[[str, float], None] | None = None, **kwargs: Any) -> list[float]:
     """The env's return of each episode (its `answer_reward` on the final answer; 0 without an answer).
-    Also logs the batch's `rollout/*` metrics (turns, searches, invalid actions, how episodes ended)."""
+    Also logs the batch's `rollout/*` metrics (turns, searches, invalid actions, how episodes ended) and
+    `credit/*` metrics (`agents.rollout.credit_metrics`: the judge's labels, gold-entity match rates)."""
     episodes = _episodes(searchgym_trajectory, question_id)
     if log_metric is not None:
-        for name, value in rollout_metrics(episodes).items():
+        for name, value in {**rollout_metrics(episodes), **credit_metrics(episodes)}.items():
             log_metric(name, value)
     return [float(t.reward) for t in episodes]
+
+
+REWARD_PARTS = ("answer", "em", "f1", "cover_em", "subem", "format")
+"""The parts of `info["reward"]` a `reward_part` function can read (`searchgym.info.RewardParts`)."""
+
+
+def reward_part(name: str = "f1") -> Callable[..., list[float]]:
+    """A TRL reward function returning one of the env's own reward parts (`info["reward"][name]`) on each
+    episode's last step: `em`, `f1`, `cover_em`, `subem` or `answer` as the env scored the final answer,
+    `format` as it judged the whole trajectory; 0 where the env did not report it (no answer, an
+    over-long episode). Unlike `answer_reward` it needs no gold answers here, so it works with served
+    envs too. Its name, which TRL logs as `rewards/<name>/mean`, is `env_<name>`."""
+    if name not in REWARD_PARTS:
+        raise ConfigError(f"unknown reward part {name!r}; the env reports {list(REWARD_PARTS)}")
+
+    def reward(completions: Sequence[Any], searchgym_trajectory: Sequence[Trajectory] | None = None,
+               question_id: Sequence[str] | None = None, **kwargs: Any) -> list[float]:
+        return [float(t.step_infos[-1].get("reward", {}).get(name, 0.0)) if t.step_infos else 0.0
+                for t in _episodes(searchgym_trajectory, question_id)]
+
+    reward.__name__ = reward.__qualname__ = f"env_{name}"
+    return reward
 
 
 def answer_reward(metric: str | AnswerReward = "f1") -> Callable[..., list[float]]:

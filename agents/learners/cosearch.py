@@ -113,8 +113,8 @@ class CoSearchConfig(GRPOConfig):
     """Supervised steps of the ranker on the synthetic world's oracle reranks (`agents.learners.ranker_sft`)
     before RL, in a run that starts from step 0 (a resumed run has the ranker's weights from its checkpoint);
     0 turns it off. The default brought SmolLM2-135M's strict valid rate on 50 held-out requests from 0 to
-    1.0 at temperature 1 and greedy (`python -m agents.experiments.ranker_cold_start`, docs/learners.md). Skipped, with a warning, on envs without
-    oracle trajectories."""
+    1.0 at temperature 1 and greedy (`python -m agents.experiments.ranker_cold_start`, docs/experiment-log.md).
+    Skipped, with a warning, on envs without oracle trajectories."""
     ranker_cold_start_batch: int = 4
     """Oracle reranks per supervised step of the ranker."""
     ranker_cold_start_lr: float = 5e-4

@@ -10,7 +10,7 @@ teaches it the rerank format on the synthetic world's oracle reranks (`agents.le
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +27,22 @@ from agents.precision import compute_dtype, frozen_copy
 from searchgym.errors import BackendError, ConfigError, SearchGymError
 
 logger = logging.getLogger(__name__)
+
+
+def calls_view(calls: Sequence[cosearch.RankerCall], batch: cosearch.RankerBatch, questions: Sequence[Hashable],
+               ks: Sequence[int], golds: Sequence[Sequence[str]]) -> dict[str, Any]:
+    """One step's ranker calls as `rank_batch` scored them, as JSON values: per call its trajectory (index in the
+    step), turn, question, sub-query, whether it parsed and its pool holds an answer (I_ans), Hit@k of the shown
+    order, r_rel, r_main, its Eq. 6 reward, and its cluster and GRPO advantage (None for a call in a dropped
+    cluster); and the cluster counts."""
+    cluster = {i: g for g, members in enumerate(batch.groups) for i in members}
+    out = []
+    for i, (call, score) in enumerate(zip(calls, batch.scores)):
+        hits = cosearch.hits_at(call.order, cosearch.answer_holders(call, golds[i]), ks)
+        out.append({"trajectory": call.trajectory, "turn": call.turn, "question": str(questions[i]), "query": call.query,
+                    "valid": score.valid, "has_answer": score.has_answer, "hits": hits, "r_rel": score.r_rel, "r_main": score.r_main,
+                    "reward": score.reward, "cluster": cluster.get(i), "advantage": batch.advantages.get(i)})
+    return {"calls": out, "groups": len(batch.groups), "dropped_small": batch.dropped_small, "dropped_flat": batch.dropped_flat}
 
 
 @dataclass
@@ -99,11 +115,16 @@ class RankerTrainer(SecondModel):
         self.policy = HFPolicy(model, tokenizer, config=HFPolicyConfig(seed=ctx.seed + 1, dtype=ctx.dtype))
         self.backend = PolicyChatBackend(self.policy, temperature=self.config.ranker_temperature, seed=ctx.seed)
         self.reference = frozen_copy(model, compute_dtype(ctx.dtype)) if self.config.kl_coef > 0 else None
-        """A frozen copy of the ranker's starting weights, for the k3 KL."""
+        """A frozen copy of the ranker RL starts from (after its cold start, when it has one), for the k3 KL."""
         self.models: dict[str, torch.nn.Module] = {"ranker": model}
+        if self.reference is not None and self.config.ranker_cold_start_steps > 0:
+            # The cold-started ranker, which a resumed run cannot remake: checkpointed with the ranker.
+            self.models["ranker_reference"] = self.reference
         self.optimizers = {"ranker": ctx.optimizer(model)}
         self.last_batch: cosearch.RankerBatch | None = None
         """The last `train_step`'s scores, groups and advantages, over the whole step's calls."""
+        self._last_step: dict[str, Any] | None = None
+        """The last `train_step`'s calls as `calls_view` shows them (`last_step`)."""
 
     gathers_env_calls: bool = True
     """The ranker is called from inside `env.step`, through a `GatheringBackend`: the trainer steps a turn's
@@ -150,6 +171,9 @@ class RankerTrainer(SecondModel):
             # equal even where a device's kernels are not bit-reproducible.
             self.ctx.synchronize(model)
         self.policy.mark_updated()
+        if self.reference is not None:
+            # KL to the ranker RL starts from: the released model's output never parses as a rerank.
+            self.reference.load_state_dict(model.state_dict())
         return {"ranker_cold_start/steps": float(len(losses)), "ranker_cold_start/loss_first": losses[0],
                 "ranker_cold_start/loss_last": losses[-1]}
 
@@ -160,6 +184,10 @@ class RankerTrainer(SecondModel):
 
     def begin_step(self) -> None:
         self.backend.clear()
+
+    def last_step(self) -> dict[str, Any] | None:
+        """The last step's ranker calls with their Eq. 6 rewards and cluster advantages (`calls_view`)."""
+        return self._last_step
 
     def mark_restored(self) -> None:
         self.policy.mark_updated()
@@ -191,9 +219,11 @@ class RankerTrainer(SecondModel):
             offset = sum(len(share[0]) for share in shares[: self.ctx.rank])
             calls, golds, r_main, questions = ([x for share in shares for x in share[k]] for k in range(4))
         if not calls:
+            self._last_step = {"calls": [], "groups": 0, "dropped_small": 0, "dropped_flat": 0}
             return {"ranker/calls": 0.0}
         batch = cosearch.rank_batch(calls, golds, r_main, self.config, questions)
         self.last_batch = batch
+        self._last_step = calls_view(calls, batch, questions, self.config.hit_ks, golds)
         mine = range(offset, offset + len(gens))
         targets = LearnerBatch(
             advantages=[torch.full((len(g.token_ids),), batch.advantages.get(i, 0.0)) for i, g in zip(mine, gens)],

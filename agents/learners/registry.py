@@ -71,8 +71,8 @@ class SecondModel(ABC):
     checkpoint, builds envs with `env_options`, reads `gathers_env_calls` when it builds the rollout engine, calls
     `cold_start` once in a run that starts from step 0, `begin_step` before each step's rollouts and
     `train_step` after the policy's update, and `release_memory` before the policy's update. A subclass must
-    implement the abstract methods; `cold_start`, `release_memory` and `gathers_env_calls` have defaults (no
-    cold start, nothing to free, no gathering) to override."""
+    implement the abstract methods; `cold_start`, `release_memory`, `gathers_env_calls` and `last_step` have
+    defaults (no cold start, nothing to free, no gathering, nothing to report) to override."""
 
     models: dict[str, torch.nn.Module]
     """Checkpointed weights, by a name other than "policy"."""
@@ -93,6 +93,11 @@ class SecondModel(ABC):
     def release_memory(self) -> None:
         """Free what its sampler caches (kept KV rows, a bfloat16 copy of the weights) while the policy updates;
         the next sampling call makes it again. By default there is nothing to free."""
+
+    def last_step(self) -> dict[str, Any] | None:
+        """What the last `train_step` trained on, as JSON values, for reports (COSEARCH's ranker: each call's
+        reward and advantage, shown by the main job's credit view); None before any step, and by default."""
+        return None
 
     @abstractmethod
     def env_options(self) -> dict[str, Any]:

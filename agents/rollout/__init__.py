@@ -9,8 +9,9 @@
 
 from agents.rollout.config import RolloutConfig
 from agents.rollout.engine import RolloutEngine, RolloutTiming
-from agents.rollout.stats import rollout_metrics
+from agents.rollout.stats import credit_metrics, rollout_metrics
 from agents.rollout.trace import TraceWriter, read_trace
 from agents.rollout.trajectory import EpisodeEnd, Segment, Trajectory
 
-__all__ = ["EpisodeEnd", "RolloutConfig", "RolloutEngine", "RolloutTiming", "Segment", "TraceWriter", "Trajectory", "read_trace", "rollout_metrics"]
+__all__ = ["EpisodeEnd", "RolloutConfig", "RolloutEngine", "RolloutTiming", "Segment", "TraceWriter", "Trajectory", "credit_metrics", "read_trace",
+           "rollout_metrics"]

@@ -4,17 +4,23 @@ A checkpoint is a folder `step-NNNNNN/` holding:
 - `<name>.safetensors`: the trainable weights of each model (`policy`, and `ranker` for COSEARCH);
 - `<name>.optim.pt`: optimizer and scheduler state, loaded with `torch.load(weights_only=True)` (plain
   tensors and numbers, never arbitrary pickled objects);
-- `state.json`: step, data position, the RNG states of Python, NumPy and torch, the config.
+- `state.json`: step, data position, the RNG states of Python, NumPy and torch, the config;
+- `manifest.json`: each file's size and SHA-256, written last.
 
-It is written into a temporary sibling folder and renamed into place, so a crash mid-save leaves either
-the previous checkpoint or the new one, never a partial one; folders without `state.json` are ignored, and
-the temporary folder a killed save leaves behind is removed by the next save. A failed write (disk full,
-file size limit, permissions) raises `CheckpointError` and leaves the previous checkpoints as they were.
+It is written into a temporary sibling folder, every file and the folder are flushed to disk (`fsync`),
+and only then is it renamed into place: a crash or a power loss mid-save leaves either the previous
+checkpoint or the new one, never a partial one (without `fsync`, a power loss can leave files of zero
+bytes behind complete-looking names). The temporary folder a killed save leaves behind is removed by the
+next save. A failed write (disk full, file size limit, permissions) raises `CheckpointError` naming the
+folder and leaves the previous checkpoints as they were.
 
-Resuming (`load_newest_valid`) takes the newest checkpoint that loads. One that is refused (damaged, or
-tampered with: an optimizer file that is not plain tensors) is skipped with a warning naming it and why,
-and the one before it is loaded; if none loads, `CheckpointError` lists every one refused. A run that
-resumes from an older checkpoint repeats the steps after it, and its next save replaces the refused one.
+Resuming (`load_newest_valid`) takes the newest checkpoint that passes every check of
+`agents.train.checkpoint_checks` (its manifest, `state.json`'s fields and ranges, each weight's name,
+shape, dtype and finiteness, the optimizer state against each parameter), all made before anything is
+loaded into the live model or optimizer. One that is refused is skipped with a warning naming the file
+and why, and the one before it is loaded; if none passes, `CheckpointError` lists every one refused. A
+run that resumes from an older checkpoint repeats the steps after it, exactly as it first ran them, and
+its next save replaces the refused one.
 """
 
 from __future__ import annotations
@@ -22,7 +28,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import pickle
 import random
 import re
 import shutil
@@ -36,15 +41,16 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from searchgym.errors import SearchGymError
+from agents.train.checkpoint_checks import (FORMAT, CheckpointError, check_optimizer, check_weights, read_verified_state,
+                                            write_manifest)
+from searchgym.retrieval.integrity import sync_folder, sync_tree
+
+__all__ = ["CheckpointError", "list_checkpoints", "load_checkpoint", "load_newest_valid", "load_policy_weights",
+           "rng_state", "save_checkpoint", "set_rng_state", "trainable_state"]
 
 logger = logging.getLogger(__name__)
 
 _NAME = re.compile(r"^step-(\d{6,})$")
-
-
-class CheckpointError(SearchGymError):
-    """A checkpoint cannot be written or read."""
 
 
 def rng_state() -> dict[str, Any]:
@@ -84,11 +90,13 @@ def save_checkpoint(root: Path, step: int, models: Mapping[str, torch.nn.Module]
             save_file(trainable_state(model), str(tmp / f"{name}.safetensors"))
         for name, (optimizer, scheduler) in optimizers.items():
             torch.save({"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict()}, tmp / f"{name}.optim.pt")
-        # state.json last: its presence marks a complete checkpoint even before the rename.
-        (tmp / "state.json").write_text(json.dumps({**state, "step": step, "rng": rng_state()}))
+        (tmp / "state.json").write_text(json.dumps({**state, "step": step, "rng": rng_state(), "checkpoint_format": FORMAT}))
+        write_manifest(tmp)
+        sync_tree(tmp)  # every byte on disk before the checkpoint exists under its name
         if target.exists():
             shutil.rmtree(target)
         os.replace(tmp, target)
+        sync_folder(root)  # the rename itself
     except BaseException as e:
         shutil.rmtree(tmp, ignore_errors=True)
         # safetensors and torch.save report a failed write (disk full, file size limit) as their own errors.
@@ -103,10 +111,11 @@ def save_checkpoint(root: Path, step: int, models: Mapping[str, torch.nn.Module]
 
 
 def list_checkpoints(root: Path) -> list[Path]:
-    """Complete checkpoints under `root`, oldest first."""
+    """The checkpoint folders (`step-NNNNNN`) under `root`, oldest first. Only a complete checkpoint is ever
+    renamed to such a name; one damaged since is refused when loaded, with a warning."""
     if not root.is_dir():
         return []
-    found = [p for p in root.iterdir() if p.is_dir() and _NAME.match(p.name) and (p / "state.json").is_file()]
+    found = [p for p in root.iterdir() if p.is_dir() and _NAME.match(p.name)]
     return sorted(found, key=lambda p: int(_NAME.match(p.name).group(1)))
 
 
@@ -120,8 +129,6 @@ def load_newest_valid(root: Path, models: Mapping[str, torch.nn.Module], optimiz
         try:
             state = load_checkpoint(path, models, optimizers, check=check)
         except CheckpointError as e:
-            # A refused load may have copied some tensors already; the older checkpoint overwrites every
-            # trainable weight and optimizer state, so nothing of the refused one survives.
             logger.warning("refused checkpoint %s: %s; trying the one before it", path, e)
             refused.append(f"{path.name}: {e}")
             continue
@@ -164,35 +171,32 @@ def load_checkpoint(path: Path, models: Mapping[str, torch.nn.Module], optimizer
                     check: Callable[[Path, dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Restore weights, optimizer and scheduler states and RNG states; return the saved state dict.
 
-    `check(path, state)` runs on the saved state before anything is loaded and may raise `CheckpointError`
-    (e.g. for a config layout this version cannot read)."""
+    Every check (`agents.train.checkpoint_checks`) runs before anything is loaded; `check(path, state)`
+    runs on the saved state among them and may raise `CheckpointError` (e.g. for a config layout this
+    version cannot read). A refused checkpoint raises `CheckpointError` and leaves the live model,
+    optimizers and RNGs untouched."""
+    state = read_verified_state(path)
+    if check is not None:
+        check(path, state)
+    if (path / "policy.dcp").is_dir():
+        raise CheckpointError(f"{path} holds FSDP2 shards: resume with --distributed --sharding fsdp2, or turn it into a "
+                              "model folder with python -m agents export")
+    weights = {name: check_weights(path / f"{name}.safetensors", model) for name, model in models.items()}
+    saved = {name: check_optimizer(path / f"{name}.optim.pt", optimizer, scheduler)
+             for name, (optimizer, scheduler) in optimizers.items()}
     try:
-        state = json.loads((path / "state.json").read_text())
-        if check is not None:
-            check(path, state)
-        if (path / "policy.dcp").is_dir():
-            raise CheckpointError(f"{path} holds FSDP2 shards: resume with --distributed --sharding fsdp2, or turn it into a "
-                                  "model folder with python -m agents export")
-        for name, model in models.items():
-            weights = load_file(str(path / f"{name}.safetensors"))
-            params = dict(model.named_parameters())
-            missing = [n for n, p in params.items() if p.requires_grad and n not in weights]
-            if missing:
-                raise CheckpointError(f"{path}: {name} weights lack {missing[:3]}... (was it saved with other LoRA settings?)")
-            with torch.no_grad():
-                for n, tensor in weights.items():
+        with torch.no_grad():
+            for name, model in models.items():
+                params = dict(model.named_parameters())
+                for n, tensor in weights[name].items():
                     params[n].copy_(tensor)
         for name, (optimizer, scheduler) in optimizers.items():
-            saved = torch.load(path / f"{name}.optim.pt", weights_only=True)
-            optimizer.load_state_dict(saved["optimizer"])
-            scheduler.load_state_dict(saved["scheduler"])
-        rng = state["rng"]
-    except (OSError, KeyError, ValueError, TypeError, RuntimeError, json.JSONDecodeError, pickle.UnpicklingError,
-            SafetensorError) as e:
-        # UnpicklingError: torch.load(weights_only=True) refusing anything but tensors and plain containers;
-        # RuntimeError: a damaged torch zip or a tensor of the wrong shape; SafetensorError: a damaged weights file.
-        raise CheckpointError(f"checkpoint {path} is unreadable: {type(e).__name__}: {e}") from e
-    set_rng_state(rng)
+            optimizer.load_state_dict(saved[name]["optimizer"])
+            scheduler.load_state_dict(saved[name]["scheduler"])
+    except (KeyError, ValueError, TypeError, RuntimeError) as e:
+        # Every check passed, so this is a gap in them; the caller's fallback overwrites whatever was copied.
+        raise CheckpointError(f"checkpoint {path} passed its checks but did not load: {type(e).__name__}: {e}") from e
+    set_rng_state(state["rng"])
     return state
 
 

@@ -214,7 +214,8 @@ class TrainConfig:
     """Fix glibc's mmap threshold at this many bytes for the process (`agents.memory.tune_allocator`; 1 MiB by
     default): freed tensors go back to the OS instead of fragmenting the heap, for gigabytes less peak memory
     and faster decoding, at the cost of page faults in the update (measured in docs/learners.md, "CPU
-    precision (bfloat16)"). 0 or None keeps glibc's own behaviour; elsewhere than glibc it changes nothing."""
+    precision (bfloat16)", and docs/experiment-log.md). 0 or None keeps glibc's own behaviour; elsewhere
+    than glibc it changes nothing."""
     out_dir: str = "runs/train"
     """Checkpoints, metrics.jsonl, caches and pushed weights go here."""
     checkpoint_every: int = 1

@@ -1,5 +1,7 @@
 """Training metrics: what a step reports, and the `metrics.jsonl` (+ TensorBoard) log that a resumed run
-keeps at one line per step."""
+keeps at one line per step. A failed write of `metrics.jsonl` (disk full, permissions) is a `MetricsError`
+naming the file: the run stops before the step's checkpoint, so running the same command again once the
+cause is fixed resumes from the previous checkpoint and logs the step again."""
 
 from __future__ import annotations
 
@@ -16,8 +18,13 @@ from agents.rollout import rollout_metrics
 from agents.train.distributed import all_reduce_sum
 from agents.train.tb import log_tensorboard
 from agents.train.update import UpdateStats
+from searchgym.errors import SearchGymError
 
 logger = logging.getLogger(__name__)
+
+
+class MetricsError(SearchGymError):
+    """`metrics.jsonl` cannot be read or written; names the file and the cause."""
 
 
 def episode_summaries(trajectories) -> list[dict]:
@@ -108,8 +115,11 @@ class MetricsLog:
 
     def write(self, metrics: dict[str, float], step: int) -> None:
         # metrics.jsonl first: TensorBoard is an optional second copy that may fail (`agents.train.tb`).
-        with open(self.path, "a") as f:
-            f.write(json.dumps(metrics) + "\n")
+        try:
+            with open(self.path, "a") as f:
+                f.write(json.dumps(metrics) + "\n")
+        except OSError as e:
+            raise self._error("write", e) from e
         if self.tensorboard:
             self.step = step
             log_tensorboard(self, metrics)
@@ -118,9 +128,12 @@ class MetricsLog:
         """Drop lines of steps after checkpoint `step` (logged, then the process died before the checkpoint
         was written) and lines cut short by a crash: the resumed run logs those steps again, and each step
         must have exactly one line."""
-        if not self.path.is_file():
+        if not self.path.exists():
             return
-        lines = self.path.read_text().splitlines()
+        try:
+            lines = self.path.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError as e:
+            raise self._error("read", e) from e
         kept = []
         for line in lines:
             try:
@@ -133,8 +146,15 @@ class MetricsLog:
         if len(kept) != len(lines):
             logger.info("dropping %d metrics line(s) written after the checkpoint of step %d", len(lines) - len(kept), step)
             tmp = self.path.with_suffix(".jsonl.tmp")
-            tmp.write_text("".join(line + "\n" for line in kept))
-            os.replace(tmp, self.path)
+            try:
+                tmp.write_text("".join(line + "\n" for line in kept))
+                os.replace(tmp, self.path)
+            except OSError as e:
+                raise self._error("write", e) from e
+
+    def _error(self, verb: str, e: OSError) -> MetricsError:
+        return MetricsError(f"cannot {verb} {self.path}: {e.strerror or e} (disk full, not writable, or not a file?); "
+                            "the run stops before this step's checkpoint: fix the cause and run the same command to resume")
 
     def close(self) -> None:
         if self._tb is not None:

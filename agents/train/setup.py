@@ -133,10 +133,21 @@ def env_kwargs(config, split: str, cache_dir: Path) -> dict[str, Any]:
     return kwargs
 
 
+def check_run_state(path: Path, state: dict[str, Any]) -> None:
+    """Refuse a checkpoint whose `state.json` lacks what a run resumes from (the data position, the config)
+    or whose config layout this version cannot read, before any weight is loaded. (Their types and ranges,
+    and the rest of the checkpoint, are checked by `agents.train.checkpoint_checks`.)"""
+    missing = [key for key in ("position", "config") if key not in state]
+    if missing:
+        raise CheckpointError(f"{path / 'state.json'} lacks {', '.join(missing)}: it was not written by a training run; "
+                              "resume from another checkpoint or start a new out_dir")
+    check_config_version(path, state)
+
+
 def check_config_version(path: Path, state: dict[str, Any]) -> None:
     """Refuse a checkpoint whose config layout this version cannot read, before any weight is loaded."""
     version = (state.get("config") or {}).get("version", 1)
     if version != CONFIG_VERSION:
-        raise CheckpointError(f"{path} was written with training config version {version}, this is version "
+        raise CheckpointError(f"{path / 'state.json'}: written with training config version {version}, this is version "
                               f"{CONFIG_VERSION} (options now nested: learner, env, rollout, optim); start a new out_dir "
                               "or resume with the searchgym version that wrote it")

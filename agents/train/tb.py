@@ -29,6 +29,6 @@ def log_tensorboard(trainer: Any, metrics: dict[str, float]) -> None:
             if key != "step":
                 trainer._tb.add_scalar(key, value, step)
     except Exception as e:  # noqa: BLE001 - an optional logger never ends a training run
-        logger.error("TensorBoard logging failed (%s: %s); it is off for the rest of the run, metrics.jsonl "
-                     "has every metric", type(e).__name__, e)
+        logger.error("TensorBoard logging failed (%s: %s, writing to %s); it is off for the rest of the run, "
+                     "metrics.jsonl has every metric", type(e).__name__, e, trainer.out / "tb")
         trainer._tb_failed = True

@@ -49,7 +49,7 @@ from agents.policies.hf import HFPolicy, HFPolicyConfig
 from agents.precision import compute_dtype, dtype_name, frozen_copy
 from agents.rollout import RolloutEngine
 from agents.train import setup
-from agents.train.checkpoint import load_newest_valid, save_checkpoint
+from agents.train.checkpoint import CheckpointError, load_newest_valid, save_checkpoint
 from agents.train.config import TrainConfig
 from agents.train.distributed import (all_reduce_sum, broadcast_weights, data_parallel_step, gather_objects, make_accelerator, merge_metrics,
                                       shard, sum_gradients, world_size)
@@ -103,6 +103,7 @@ class Trainer:
         if config.optim.gradient_checkpointing:
             setup.enable_activation_checkpointing(self.model)
         self.reference = frozen_copy(self.model, self.compute_dtype) if self.learner_config.kl_coef > 0 else None
+        """The KL's frozen reference: the policy RL starts from (after the cold start, when the run has one)."""
         self.sharded: ShardedModel | None = None
         """The FSDP2-sharded policy (`sharding="fsdp2"`): what the update, the optimizer and the checkpoints use.
         `self.model` is then a whole replica that samples the in-process rollouts, refreshed from the shards by
@@ -119,6 +120,9 @@ class Trainer:
         self.rollout_policy = setup.rollout_policy(config, self.policy, self.tokenizer, self.rank)
         """What samples rollouts and evaluations: `self.policy` (hf), a FanOutPolicy over SGLang clients, or a RouterPolicy."""
         self.models: dict[str, torch.nn.Module] = {"policy": self.model}
+        if self.reference is not None and config.optim.cold_start_steps > 0:
+            # The reference is the cold-started policy, which a resumed run cannot remake: it is checkpointed.
+            self.models["reference"] = self.reference
         self.optimizers = {"policy": self._optimizer(self.sharded.root if self.sharded else self.model)}
         self.wrapped = self.model
         """`self.model` as `accelerator.prepare` returned it (DDP across processes, which broadcasts rank 0's
@@ -317,6 +321,12 @@ class Trainer:
         if losses:
             self.policy.mark_updated()
             self.sync_weights()
+            if self.reference is not None:
+                # KL to the policy RL starts from, not to the model as released (which the cold start left).
+                if self.sharded is not None:
+                    self.sharded.copy_into(self.reference)  # a collective: every rank holds a whole reference
+                else:
+                    self.reference.load_state_dict(self.model.state_dict())
             line.update({"cold_start/loss_first": losses[0], "cold_start/loss_last": losses[-1]})
         if self.second_model is not None:
             line.update(self.second_model.cold_start(self.env))
@@ -365,18 +375,37 @@ class Trainer:
         state = {"position": self.position, "config": setup.jsonable_config(self.config), "versions": {"policy": self.policy.weight_version},
                  "dtype": dtype_name(self.compute_dtype)}
         if self.sharded is not None:
-            return save_sharded(self.out / "checkpoints", self.step, self.sharded, *self.optimizers["policy"], self.tokenizer, state)
+            return save_sharded(self.out / "checkpoints", self.step, self.sharded, *self.optimizers["policy"], self.tokenizer, state,
+                                whole=self._whole_models())
         if self.accelerator is not None:
             self.accelerator.wait_for_everyone()
         if not self.is_main:
             return None
         return save_checkpoint(self.out / "checkpoints", self.step, self.models, self.optimizers, state)
 
+    def _whole_models(self) -> dict[str, torch.nn.Module]:
+        """Models a sharded checkpoint keeps whole beside the shards: the KL reference taken after a cold start."""
+        return {"reference": self.models["reference"]} if "reference" in self.models else {}
+
     def _load_newest(self) -> tuple[Path, dict] | None:
         root = self.out / "checkpoints"
         if self.sharded is not None:
-            return load_newest_sharded(root, self.sharded, *self.optimizers["policy"], check=setup.check_config_version)
-        return load_newest_valid(root, self.models, self.optimizers, check=setup.check_config_version)
+            return load_newest_sharded(root, self.sharded, *self.optimizers["policy"], check=self._check_state,
+                                       whole=self._whole_models())
+        return load_newest_valid(root, self.models, self.optimizers, check=self._check_state)
+
+    def _check_state(self, path: Path, state: dict) -> None:
+        """`setup.check_run_state`, and a checkpointed KL reference in this run's precision: a bfloat16 run keeps
+        its reference's linear weights in bfloat16 (`agents.precision.frozen_copy`), which a float32 run's
+        reference cannot load, nor the reverse."""
+        setup.check_run_state(path, state)
+        saved = state.get("dtype", "float32")
+        references = sorted(name for name in self.models if name.endswith("reference"))
+        if references and saved != dtype_name(self.compute_dtype):
+            raise CheckpointError(f"{path} was computed in {saved} and holds the cold-started KL reference "
+                                  f"({', '.join(references)}) in that precision; this run computes in "
+                                  f"{dtype_name(self.compute_dtype)} (dtype={self.config.dtype!r}): resume with "
+                                  f"TrainConfig.dtype={saved!r} (--dtype {saved})")
 
     def _restore(self, path: Path, state: dict) -> None:
         self.step = int(path.name.split("-")[1])

@@ -1,7 +1,8 @@
 """The `searchgym` command line. Each subcommand lives in its own module under `searchgym.cli`.
 
 A subcommand module defines `add_parser(subparsers)` that registers its parser and sets
-`func=callable(args) -> int` on it.
+`func=callable(args) -> int` on it. A `SearchGymError` out of a command is printed as `error: <message>`
+with exit status 1, no traceback unless `--debug` is given (`searchgym.cli.run`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ def build_dispatcher(prog: str, description: str, package: str, subcommands: tup
     Shared by the `searchgym` and `agents` command lines; `parser_class` builds it and its subparsers."""
     parser = parser_class(prog=prog, description=description)
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    # Taken out of the arguments before parsing (`searchgym.cli.run`): listed here for --help.
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error, not only its message "
+                        "(anywhere on the command line; or set SEARCHGYM_DEBUG=1)")
     sub = parser.add_subparsers(dest="command", required=True)
     for name in subcommands:
         importlib.import_module(f"{package}.{name}").add_parser(sub)
@@ -38,7 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_dispatcher(build_parser(), argv)
+    from searchgym.cli.run import run_main
+
+    return run_main(lambda args: run_dispatcher(build_parser(), args), argv)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ from searchgym.errors import ConfigError
 
 SERVER_FLAGS = ("host", "port", "default_topk", "max_topk", "max_queries", "max_query_chars", "max_results", "max_body_bytes",
                 "max_batch_queries", "batch_wait_ms", "retriever_start_timeout_s", "header_timeout_s", "body_timeout_s",
-                "keep_alive_timeout_s", "max_connections")
+                "keep_alive_timeout_s", "max_connections", "max_request_line_bytes", "max_header_bytes", "max_header_fields")
 """The `ServerConfig` fields that are command-line flags (`default_topk` is `--topk`)."""
 
 logger = logging.getLogger(__name__)

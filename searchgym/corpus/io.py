@@ -30,6 +30,7 @@ import gzip
 import json
 import logging
 import re
+import stat
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -48,6 +49,17 @@ ID_KEYS = (
 """The fields (and tsv columns) read as a document's id, the first present winning."""
 _TRUNCATED = "the file ends inside this record: it looks truncated (an interrupted download or copy?)"
 OnError = Literal["raise", "skip"]
+
+
+def file_kind(path: Path) -> str:
+    """What is at `path`, in words, for a message about a path that should be a regular file."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return "a broken symbolic link" if path.is_symlink() else "nothing"
+    kinds = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
+             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISREG, "a regular file"))
+    return next((name for test, name in kinds if test(mode)), "not a regular file")
 
 
 def _open_text(path: Path, encoding: str = "utf-8-sig"):
@@ -77,8 +89,11 @@ def iter_corpus_file(path: str | Path, *, on_error: OnError = "raise") -> Iterat
     if on_error not in get_args(OnError):
         raise ConfigError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
     path = Path(path)
+    if not path.exists():
+        raise DataNotFoundError("corpus file not found" + (" (a broken symbolic link)" if path.is_symlink() else ""), path=path)
     if not path.is_file():
-        raise DataNotFoundError("corpus file not found", path=path)
+        # A folder, a pipe or a device exists: "not found" would send the user looking in the wrong place.
+        raise DataError(f"is {file_kind(path)}, not a corpus file: give the path of the file itself", path=path)
     suffix = _stem_suffix(path)
     count = 0
     skipped: list[str] | None = [] if on_error == "skip" else None

@@ -99,6 +99,7 @@ from searchgym.data.dataset import (
     report_skipped,
     sha256_of,
 )
+from searchgym.corpus.io import file_kind
 from searchgym.data.fields import RecordShapeError, type_name
 from searchgym.data.flat_parsers import parse_flashrag, parse_nq_open, parse_popqa, parse_searchr1
 from searchgym.data.formats import FORMATS, DatasetFormat, detect_format, implied_source, source_from_path
@@ -223,9 +224,10 @@ def load_records(
 def _check_path(path: str | Path) -> Path:
     file = Path(path)
     if not file.exists():
-        raise DataNotFoundError("no such file", path=file)
+        raise DataNotFoundError("no such file" + (" (a broken symbolic link)" if file.is_symlink() else ""), path=file)
     if not file.is_file() and not file.is_dir():
-        raise DataError("not a regular file (a dataset is one file, or a BEIR folder)", path=file)
+        raise DataError(f"is {file_kind(file)}, not a regular file: a dataset is one file (or a BEIR folder), give its path",
+                        path=file)
     return file
 
 

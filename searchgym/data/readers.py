@@ -165,6 +165,14 @@ def _decode_json_line(file: Path, lineno: int, line: bytes, hint: str) -> RawRec
     try:
         return RawRecord(where, lineno, json.loads(text))
     except json.JSONDecodeError as exc:
+        if re.search(b"\r(?!\n|$)", line):
+            # Lines ended by a carriage return alone come in as one line holding every record.
+            raise DataError(
+                "the lines end in a carriage return alone (CR, classic Mac line endings): JSON lines need LF or "
+                "CRLF; convert the file, e.g. `tr '\\r' '\\n' < in.jsonl > out.jsonl`",
+                path=file,
+                record=where,
+            ) from None
         cut = (
             " (the line is cut short: is the file truncated?)"
             if not line.endswith(b"\n") or exc.pos >= len(text.rstrip())

@@ -15,7 +15,7 @@ from searchgym.data.records import QARecord
 from searchgym.envs.credit import EpisodeCredit, auto_judge, episode_judge
 from searchgym.envs.rendering import require_pillow, text_to_rgb
 from searchgym.envs.spaces import UnicodeText
-from searchgym.errors import ConfigError, EpisodeStateError
+from searchgym.errors import BatchError, ConfigError, EpisodeStateError
 from searchgym.info import (SCHEMA_VERSION, SCHEMA_VERSIONS, ResetInfo, RewardParts, ShownDoc, StepInfo, as_reset_schema,
                             as_step_schema, candidates_v1)
 from searchgym.judges.base import Judge, resolve_judge
@@ -95,7 +95,8 @@ class SearchQAEnv(gym.Env[str, str]):
 
     ## Starting State
     A question drawn uniformly from the records with `self.np_random`, or the one chosen by
-    `options={"index": i}` or `options={"question_id": id}`.
+    `options={"index": i}` (an integer) or `options={"question_id": id}`; any other option or value is a
+    `ConfigError` naming it.
 
     ## Episode End
     Terminated when the agent answers. Truncated when `max_turns` turns pass without an answer (invalid
@@ -119,6 +120,7 @@ class SearchQAEnv(gym.Env[str, str]):
       `"search-r1"` with the default template and `"plain"` with your own.
     - `top_k`: documents shown per search (3). `candidates`: pool retrieved per search (50).
     - `max_turns`: turns before truncation (4). `max_query_chars`: longer queries are invalid (1000).
+      These four are integers >= 1: a float, a string or a bool is a `ConfigError` naming the argument.
     - `cache_dir`: where retrieval indexes are cached (`~/.cache/searchgym`; False disables).
     - `judge`: `"auto"` (default: `GoldJudge` for every question whose record carries gold supporting
       documents or titles, as the synthetic world, HotpotQA, 2Wiki, MuSiQue, KILT and BEIR do; no labels for the
@@ -207,12 +209,12 @@ class SearchQAEnv(gym.Env[str, str]):
     ):
         if not records:
             raise ConfigError("SearchQAEnv needs at least one question record")
-        if top_k < 1:
-            raise ConfigError(f"top_k must be >= 1, got {top_k}")
+        top_k, candidates = _count("top_k", top_k), _count("candidates", candidates)
+        max_turns, max_query_chars = _count("max_turns", max_turns), _count("max_query_chars", max_query_chars)
+        if not isinstance(match_entities, (bool, np.bool_)):
+            raise ConfigError(f"match_entities must be True or False, got {match_entities!r}")
         if candidates < top_k:
             raise ConfigError(f"candidates ({candidates}) must be >= top_k ({top_k}): the ranker picks top_k from the pool")
-        if max_turns < 1:
-            raise ConfigError(f"max_turns must be >= 1, got {max_turns}")
         if render_mode not in (None, "ansi", "rgb_array"):
             raise ConfigError(f"render_mode must be None, 'ansi' or 'rgb_array', got {render_mode!r}")
         if render_mode == "rgb_array":
@@ -291,15 +293,35 @@ class SearchQAEnv(gym.Env[str, str]):
         return prompt, info
 
     def step(self, action: str) -> tuple[str, float, bool, bool, StepInfo]:
+        parsed = self.parse_action(action)
+        # A retrieval failure raises here, before any episode state changes: the same step can be retried.
+        pool = self.retriever.search([parsed.query or ""], self.candidates)[0] if parsed.kind == "search" else None
+        return self.apply_action(action, parsed, pool)
+
+    # -- a step in two halves (what `searchgym.vector` batches) ------------------------------------------
+
+    def parse_action(self, action: str) -> Action:
+        """The first half of `step`: checks that an episode is running and parses `action`. Changes nothing,
+        so a caller may parse many envs' actions, retrieve for all their searches at once, then call
+        `apply_action` on each (`searchgym.vector`)."""
         if self.record is None or self.done:
             raise EpisodeStateError("the episode is over (or never started): call reset() before step()")
-        parsed = self._parse(action)
+        return self._parse(action)
+
+    def apply_action(self, action: str, parsed: Action, pool: Sequence[Hit] | None) -> tuple[str, float, bool, bool, StepInfo]:
+        """The second half of `step`: `parsed` is `parse_action(action)` and `pool` what
+        `self.retriever.search([parsed.query], self.candidates)[0]` returns for a search (None otherwise).
+        Ranks, judges, scores and advances the episode exactly as `step` does."""
+        if self.record is None or self.done:
+            raise EpisodeStateError("the episode is over (or never started): call reset() before step()")
+        if (parsed.kind == "search") != (pool is not None):
+            raise BatchError(f"a {parsed.kind!r} action needs {'a' if parsed.kind == 'search' else 'no'} candidate pool; "
+                             "pass what parse_action returned and the retriever's hits for its query")
         info = self._new_info(parsed)
         reward, terminated = 0.0, False
         assert self._credit is not None
-        if parsed.kind == "search":
-            # A retrieval failure raises here, before any episode state changes: the same step can be retried.
-            observation, shown = self._search(parsed.query or "", info)
+        if pool is not None:
+            observation, shown = self._search(parsed.query or "", pool, info)
             info["labels"], info["entities"] = self._credit.search_turn(self.turn, parsed.thinking, parsed.query or "", shown)
         else:
             if parsed.kind == "answer":
@@ -336,20 +358,30 @@ class SearchQAEnv(gym.Env[str, str]):
 
     # -- steps ------------------------------------------------------------------------------------------
 
-    def _choose_index(self, options: dict[str, Any]) -> int:
+    def _choose_index(self, options: Any) -> int:
+        if not isinstance(options, dict):
+            raise ConfigError(f"reset options must be a dict such as {{'index': 0}}, got {type(options).__name__}")
         unknown = set(options) - {"index", "question_id"}
         if unknown:
-            raise ConfigError(f"unknown reset options {sorted(unknown)}; use 'index' or 'question_id'")
+            raise ConfigError(f"unknown reset options {sorted(map(str, unknown))}; use 'index' or 'question_id'")
+        if len(options) == 2:
+            raise ConfigError("reset options 'index' and 'question_id' both given; choose the question one way")
         if "question_id" in options:
+            qid = options["question_id"]
+            if isinstance(qid, bool) or not isinstance(qid, (str, int, np.integer)):
+                raise ConfigError(f"reset option question_id must be a question id (text), got {type(qid).__name__}")
             try:
-                return self._by_id[str(options["question_id"])]
+                return self._by_id[str(qid)]
             except KeyError:
-                raise ConfigError(f"no question with id {options['question_id']!r}") from None
+                raise ConfigError(f"reset option question_id: no question with id {qid!r}") from None
         if "index" in options:
-            i = int(options["index"])
+            i = options["index"]
+            if isinstance(i, (bool, np.bool_)) or not isinstance(i, (int, np.integer)):
+                raise ConfigError(f"reset option index must be an integer, got {str(i)[:40]!r} ({type(i).__name__})")
             if not 0 <= i < len(self.records):
-                raise ConfigError(f"index {i} out of range: {len(self.records)} questions")
-            return i
+                raise ConfigError(f"reset option index {i} out of range: {len(self.records)} questions (0 to "
+                                  f"{len(self.records) - 1})")
+            return int(i)
         return int(self.np_random.integers(len(self.records)))
 
     def _parse(self, action: object) -> Action:
@@ -395,9 +427,8 @@ class SearchQAEnv(gym.Env[str, str]):
         answers[index] = found
         return found
 
-    def _search(self, query: str, info: StepInfo) -> tuple[str, list[Document]]:
+    def _search(self, query: str, pool: Sequence[Hit], info: StepInfo) -> tuple[str, list[Document]]:
         assert self.record is not None
-        pool: list[Hit] = self.retriever.search([query], self.candidates)[0]
         ranked = self.ranker.rank(self.record.question, query, pool, self.top_k)
         # Ids and scores only: a candidate's title is `corpus.get(id).title`, and reading 50 titles the
         # retriever's kernel has just pushed out of the CPU cache costs ~3% of a BM25 step.
@@ -438,3 +469,11 @@ class SearchQAEnv(gym.Env[str, str]):
                                else subem if reward is substring_exact_match else float(reward(answer, golds)))
         parts["em"], parts["f1"], parts["cover_em"], parts["subem"] = em, f1, cover_em, subem
         return parts["answer"]
+
+
+def _count(name: str, value: Any) -> int:
+    """`value` as an int >= 1, or a `ConfigError` naming the argument: 2.5, "3" and True are not counts
+    (they were taken as such, or failed far from the call)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ConfigError(f"{name} must be an integer >= 1, got {str(value)[:40]!r} ({type(value).__name__})")
+    return int(value)

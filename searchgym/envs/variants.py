@@ -66,8 +66,8 @@ def _split_arg(data_path: str | Path, split: str | None) -> str | None:
 
 
 def _limit(records: list[QARecord], limit: int | None) -> list[QARecord]:
-    if limit is not None and limit < 1:
-        raise ConfigError(f"limit must be >= 1, got {limit}")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise ConfigError(f"limit must be an integer >= 1 or None, got {str(limit)[:40]!r}")
     return records if limit is None else records[:limit]
 
 

@@ -43,6 +43,10 @@ class RetrievalApp(FastAPI):
     turns every failure into a JSON answer, and sends the two ASGI messages of the response directly.
     Anything it still raises gets the same plain 500 that Starlette's error middleware sends. Every other
     path (`/health`, `/docs`, a wrong method) takes the usual route.
+
+    The API key, when there is one, is checked first, on the headers alone: the app is called as soon as
+    a request's head is complete (whose size the protocol caps, `searchgym.retrieval.connections`), so a
+    request without the key is answered 401 and its connection closed before any of its body is read.
     """
 
     retrieve_endpoint = None

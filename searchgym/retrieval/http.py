@@ -13,13 +13,18 @@ exponential backoff (`retries` times) while the budget lasts; other HTTP errors 
 503 with `Retry-After` (our server while its retriever process restarts) is retried until the budget
 runs out, not counted against `retries`, waiting what the server asks (at most `RETRY_AFTER_MAX_S` at a
 time), so an env step rides out a restart of a few seconds. Failures raise `RetrievalTimeout` (the
-budget ran out) or `RetrievalError` (anything else), never hang.
+budget ran out) or `RetrievalError` (anything else), never hang. An answer that is not a Search-R1 response
+(not JSON, nested deeper than Python reads, the wrong shape, an id or title that is not text, a score that
+is not a finite number) is a `RetrievalAnswerError` (a `RetrievalError`), whatever it holds: a server's
+answer never raises anything else out of `search`, and so out of `env.step`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import math
+import reprlib
 import threading
 import time
 from collections.abc import Sequence
@@ -28,7 +33,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from searchgym.corpus import Document, split_contents
-from searchgym.errors import ConfigError, RetrievalError, RetrievalTimeout
+from searchgym.errors import ConfigError, RetrievalAnswerError, RetrievalError, RetrievalTimeout
 from searchgym.http import HTTPClient
 from searchgym.retrieval.base import Hit
 from searchgym.retry import RETRY_STATUS, check_retry_knobs
@@ -98,6 +103,7 @@ class HTTPRetriever:
             max_connections=64,
             error=RetrievalError,
             timeout_error=RetrievalTimeout,
+            invalid_error=RetrievalAnswerError,
             hint="Is it running (searchgym serve ...)?",
             retry_status=_RETRY_STATUS,
             retry_after_max_s=RETRY_AFTER_MAX_S,
@@ -117,7 +123,13 @@ class HTTPRetriever:
             batch = list(queries[start : start + step])
             payload = {"queries": batch, "topk": k, "return_scores": True}
             body = self._post(payload, deadline)
-            results.extend(parse_response(body, len(batch), k, self.config.endpoint))
+            try:
+                results.extend(parse_response(body, len(batch), k, self.config.endpoint))
+            except RetrievalError:
+                raise
+            except Exception as e:  # noqa: BLE001 - untrusted data: any other failure is still a malformed answer
+                raise RetrievalAnswerError(f"{self.config.endpoint} answered something unreadable "
+                                           f"({type(e).__name__}: {str(e)[:200]})") from e
         return results
 
     def describe(self) -> dict[str, Any]:
@@ -173,18 +185,22 @@ class HTTPRetriever:
 
 # -- response parsing (pure) --------------------------------------------------------------------------
 
+_PREVIEW = reprlib.Repr()
+"""Bounded previews of answers in messages: a deeply nested or huge value never reaches `str()` whole."""
+_PREVIEW.maxlevel, _PREVIEW.maxstring, _PREVIEW.maxother, _PREVIEW.maxlist, _PREVIEW.maxdict = 3, 120, 60, 4, 4
+
 
 def parse_response(body: Any, num_queries: int, k: int, url: str = "the server") -> list[list[Hit]]:
-    """Hits from a Search-R1 `/retrieve` response body; `RetrievalError` when its shape is wrong."""
+    """Hits from a Search-R1 `/retrieve` response body; `RetrievalAnswerError` when its shape is wrong."""
     if not isinstance(body, dict) or not isinstance(body.get("result"), list):
-        raise RetrievalError(f"{url} answered without a 'result' list: {str(body)[:200]}")
+        raise RetrievalAnswerError(f"{url} answered without a 'result' list: {_PREVIEW.repr(body)}")
     result = body["result"]
     if len(result) != num_queries:
-        raise RetrievalError(f"{url} answered {len(result)} result lists for {num_queries} queries")
+        raise RetrievalAnswerError(f"{url} answered {len(result)} result lists for {num_queries} queries")
     out = []
     for q, items in enumerate(result):
         if not isinstance(items, list):
-            raise RetrievalError(f"{url}: result {q} is a {type(items).__name__}, expected a list of documents")
+            raise RetrievalAnswerError(f"{url}: result {q} is a {type(items).__name__}, expected a list of documents")
         out.append([_hit(item, url, q) for item in items[:k]])
     return out
 
@@ -195,20 +211,32 @@ def _hit(item: Any, url: str, q: int) -> Hit:
     else:
         doc, score = item, 0.0
     if not isinstance(doc, dict):
-        raise RetrievalError(f"{url}: result {q} holds a {type(doc).__name__}, expected a document object")
+        raise RetrievalAnswerError(f"{url}: result {q} holds a {type(doc).__name__}, expected a document object")
     quoted = True
     if isinstance(doc.get("contents"), str):
         title, text, quoted = split_contents(doc["contents"])
     elif isinstance(doc.get("text"), str):
-        title, text = str(doc.get("title", "")), doc["text"]
+        title, text = doc.get("title", ""), doc["text"]
+        if not isinstance(title, str):
+            raise RetrievalAnswerError(f"{url}: a document title of result {q} is not text: {_PREVIEW.repr(title)}")
     else:
-        raise RetrievalError(f"{url}: a document of result {q} has neither 'contents' nor 'text': {str(doc)[:200]}")
+        raise RetrievalAnswerError(f"{url}: a document of result {q} has neither 'contents' nor 'text': {_PREVIEW.repr(doc)}")
     doc_id = doc.get("id")
     if doc_id is None:
         # Pyserini-backed servers omit ids; a content digest keeps them stable for caches and rankers.
         doc_id = "sha1:" + hashlib.sha1(f"{title}\n{text}".encode("utf-8", "surrogatepass")).hexdigest()[:16]
-    try:
-        score = float(score)
-    except (TypeError, ValueError):
-        raise RetrievalError(f"{url}: a score of result {q} is not a number: {score!r}") from None
-    return Hit(Document(str(doc_id), title, text, quoted), score)
+    elif isinstance(doc_id, bool) or not isinstance(doc_id, (str, int)):
+        raise RetrievalAnswerError(f"{url}: a document id of result {q} is neither text nor an integer: {_PREVIEW.repr(doc_id)}")
+    return Hit(Document(str(doc_id), title, text, quoted), _score(score, url, q))
+
+
+def _score(score: Any, url: str, q: int) -> float:
+    """A finite float (a number, or a string holding one, as some servers send)."""
+    if not isinstance(score, bool) and isinstance(score, (int, float, str)):
+        try:
+            value = float(score)
+        except (ValueError, OverflowError):  # OverflowError: an integer past float's range
+            value = math.nan
+        if math.isfinite(value):
+            return value
+    raise RetrievalAnswerError(f"{url}: a score of result {q} is not a finite number: {_PREVIEW.repr(score)}")

@@ -11,6 +11,9 @@ SHA-256 it was checked against); a later load with the same stamp checks sizes a
 (`verify="fast"`, the default). A file rewritten since (new mtime or inode) is hashed again. What the fast
 path cannot see is a change that keeps size, mtime and inode (a disk's silent bit rot): `verify="full"`
 re-hashes everything (`searchgym index info --verify`).
+
+Training checkpoints use the same records (`folder_records`, `verify_files` with their own `remedy`), and
+`sync_tree` makes a folder's files and entries durable before it counts as complete.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import hashlib
 import json
 import logging
 import os
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Literal, get_args
 
 from searchgym.errors import ConfigError, IndexIntegrityError
@@ -39,9 +42,45 @@ def file_record(path: Path) -> dict[str, Any]:
     return {"size": path.stat().st_size, "sha256": digest}
 
 
-def verify_files(folder: Path, files: dict[str, Any], *, mode: VerifyMode = "fast") -> None:
+def folder_records(folder: Path) -> dict[str, dict[str, Any]]:
+    """`file_record` of every regular file under `folder` (hidden ones too, such as the `.metadata` of a
+    sharded checkpoint), by path relative to it (`sub/name`): the `files` of a manifest."""
+    return {p.relative_to(folder).as_posix(): file_record(p) for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def sync_tree(folder: Path) -> None:
+    """fsync every file under `folder`, then every folder from the deepest up: after a power loss the files
+    hold what was written and the folders list them (without it, a crash can leave zero-byte files behind
+    names that look complete)."""
+    folders = [folder, *(p for p in folder.rglob("*") if p.is_dir())]
+    for path in folder.rglob("*"):
+        if path.is_file():
+            with open(path, "rb") as f:
+                os.fsync(f.fileno())
+    for path in sorted(folders, key=lambda p: len(p.parts), reverse=True):
+        sync_folder(path)
+
+
+def sync_folder(folder: Path) -> None:
+    """fsync a folder's entries (a rename into it, a file created in it)."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _outside(name: str) -> bool:
+    parts = PurePosixPath(name).parts
+    return not parts or name.startswith("/") or "\\" in name or any(part in (".", "..") for part in parts)
+
+
+def verify_files(folder: Path, files: dict[str, Any], *, mode: VerifyMode = "fast", remedy: str = "rebuild the index",
+                 stamp_folder: bool = True) -> None:
     """Raise `IndexIntegrityError` (naming the file) unless every file in `files` (name -> record, or
-    name -> size for indexes without hashes) is a regular file of the recorded size and hash."""
+    name -> size for indexes without hashes) is a regular file of the recorded size and hash. Names are
+    paths relative to `folder`; `remedy` ends each message (what to do about a damaged file).
+    `stamp_folder=False` leaves no stamp behind (a checkpoint is hashed in full every time it is read)."""
     if mode not in get_args(VerifyMode):
         raise ConfigError(f"verify must be 'fast', 'full' or 'size', got {mode!r}")
     stamp = _read_stamp(folder) if mode == "fast" else {}
@@ -49,18 +88,17 @@ def verify_files(folder: Path, files: dict[str, Any], *, mode: VerifyMode = "fas
     for name, record in sorted(files.items()):
         size, sha = (record, None) if isinstance(record, int) else (record.get("size"), record.get("sha256"))
         path = folder / name
-        if Path(name).name != name or name.startswith("."):
-            raise IndexIntegrityError(f"lists a file outside the index folder: {name!r}; rebuild the index",
-                                      path=folder / "manifest.json")
+        if _outside(name):
+            raise IndexIntegrityError(f"lists a file outside the folder: {name!r}; {remedy}", path=folder / "manifest.json")
         try:
             st = path.stat()
         except OSError:
-            raise IndexIntegrityError("missing from the index folder; rebuild the index", path=path) from None
+            raise IndexIntegrityError(f"missing from {folder}; {remedy}", path=path) from None
         if not path.is_file():  # a device such as /dev/zero would never finish hashing
-            raise IndexIntegrityError("not a regular file; rebuild the index", path=path)
+            raise IndexIntegrityError(f"not a regular file; {remedy}", path=path)
         if st.st_size != size:
             raise IndexIntegrityError(
-                f"holds {st.st_size} bytes, the manifest recorded {size} (truncated or overwritten); rebuild the index",
+                f"holds {st.st_size} bytes, the manifest recorded {size} (truncated or overwritten); {remedy}",
                 path=path,
             )
         if sha is None or mode == "size":
@@ -73,11 +111,11 @@ def verify_files(folder: Path, files: dict[str, Any], *, mode: VerifyMode = "fas
         got = file_record(path)["sha256"]
         if got != sha:
             raise IndexIntegrityError(
-                f"SHA-256 {got[:16]}... differs from the manifest's {str(sha)[:16]}... (corrupted or altered); rebuild the index",
+                f"SHA-256 {got[:16]}... differs from the manifest's {str(sha)[:16]}... (corrupted or altered); {remedy}",
                 path=path,
             )
         verified[name] = {**seen, "sha256": sha}
-    if mode != "size" and verified and verified != stamp:
+    if stamp_folder and mode != "size" and verified and verified != stamp:
         _write_stamp(folder, verified)
 
 

@@ -3,7 +3,8 @@
 - `POST /retrieve` with `{"queries": [...], "topk": k, "return_scores": bool}` answers
   `{"result": [[{"document": {"id", "contents"}, "score"}, ...], ...]}` with `return_scores`, else
   `{"result": [[{"id", "contents"}, ...], ...]}`, exactly as Search-R1's `retrieval_server.py`; `topk`
-  may be omitted (the server's default is used). Search-R1, veRL and SkyRL clients work unchanged.
+  may be omitted (the server's default is used), else it is a positive integer (422 otherwise; Search-R1's
+  server also reads 0, false and 0.0 as its default). Search-R1, veRL and SkyRL clients work unchanged.
 - `GET /health` answers `{"status": "ok", "retriever": <describe()>, "documents": n, "stats": {...}}`;
   while the retriever process restarts, 503 with `{"status": "restarting", ...}` and `Retry-After`, and
   `/retrieve` answers 503 with `Retry-After` (see `searchgym.retrieval.worker`).
@@ -19,7 +20,8 @@ event loop. What the two ways share (batching, the answer body, the JSON encodin
 Requests are capped (body bytes, queries, query length, topk) and refused with 413/422 and a message,
 never truncated silently. Slow clients are bounded: request headers within `header_timeout_s`, the body
 within `body_timeout_s` (408 otherwise), idle kept-alive connections closed after `keep_alive_timeout_s`,
-at most `max_connections` open (`searchgym.retrieval.connections`).
+at most `max_connections` open, request heads capped in size and header count as they arrive (414/431;
+`searchgym.retrieval.connections`).
 
 Run it with `searchgym serve ...`, or `serve(retriever, ServerConfig(...))`, or in a background thread
 with `BackgroundServer` (tests, notebooks). Needs the `server` extra: `pip install 'searchgym[server]'`.
@@ -113,6 +115,15 @@ class ServerConfig:
     max_connections: int = 1000
     """Most connections open at once; one more is answered 503 and closed at once. Keep it under the
     process's file limit (`ulimit -n`)."""
+    max_request_line_bytes: int = 8192
+    """Longest request line (method, target, version) accepted; a longer one is answered 414 and the
+    connection closed, as its bytes arrive."""
+    max_header_bytes: int = 32768
+    """Most bytes of a request's head (request line and header lines) accepted; beyond it 431 and the
+    connection closed, as its bytes arrive. With `max_connections` it bounds what clients can make the
+    server hold before their requests are authenticated or answered."""
+    max_header_fields: int = 100
+    """Most header lines in one request; one more is answered 431 and the connection closed."""
     warmup: bool = True
     """Run one search before accepting requests, so that lazy model loading and JIT compilation (BM25's
     numba kernels take seconds) never land on the first client's request."""
@@ -136,6 +147,9 @@ class ServerConfig:
             "max_results",
             "max_body_bytes",
             "max_batch_queries",
+            "max_request_line_bytes",
+            "max_header_bytes",
+            "max_header_fields",
         ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"ServerConfig.{name} must be >= 1, got {getattr(self, name)}")
@@ -191,10 +205,13 @@ def parse_retrieve_request(payload: Any, config: ServerConfig) -> RetrieveReques
             413, f"a query has {longest} characters; this server accepts at most {config.max_query_chars}"
         )
     topk = payload.get("topk")
-    if topk is None or topk == 0:  # Search-R1's server treats a missing or zero topk as its default
+    if topk is None:  # Search-R1's server treats a missing topk as its default
         topk = config.default_topk
-    if isinstance(topk, bool) or not isinstance(topk, int) or topk < 0:
-        raise RequestRejected(422, f"'topk' must be a non-negative integer, got {topk!r}")
+    # Search-R1's server also takes 0 (and, by Python's truthiness, false and 0.0) as its default; here
+    # they are what they look like, a request for no documents or a value of the wrong type.
+    if isinstance(topk, bool) or not isinstance(topk, int) or topk < 1:
+        raise RequestRejected(422, f"'topk' must be a positive integer (or omitted for the server's default "
+                                   f"{config.default_topk}), got {str(topk)[:80]}")
     if topk > config.max_topk:
         raise RequestRejected(413, f"topk={topk}; this server returns at most {config.max_topk} documents per query")
     if len(queries) * topk > config.max_results:
@@ -303,9 +320,13 @@ def _uvicorn_config(app, config: ServerConfig, log_level: str):
     from searchgym.retrieval.connections import guarded_protocol
 
     http = guarded_protocol(AutoHTTPProtocol, header_timeout_s=config.header_timeout_s,
-                            max_connections=config.max_connections)
+                            max_connections=config.max_connections, max_request_line_bytes=config.max_request_line_bytes,
+                            max_header_bytes=config.max_header_bytes, max_header_fields=config.max_header_fields)
+    # h11 (uvicorn's fallback without httptools) has a cap of its own, kept above the guard's so that the
+    # guard answers first, with its 414/431.
     return uvicorn.Config(app, host=config.host, port=config.port, log_level=log_level, access_log=False, lifespan="on",
-                          http=http, timeout_keep_alive=config.keep_alive_timeout_s)  # type: ignore[arg-type]
+                          http=http, timeout_keep_alive=config.keep_alive_timeout_s,  # type: ignore[arg-type]
+                          h11_max_incomplete_event_size=config.max_header_bytes + 2**18)
 
 
 def serve(retriever: Retriever | Callable[[], Retriever], config: ServerConfig | None = None, *, log_level: str = "info") -> None:

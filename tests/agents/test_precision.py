@@ -12,6 +12,7 @@ import torch
 from agents.models import TinyModelConfig, build_tiny_model
 from agents.precision import LinearCopy, autocast, compute_dtype, dtype_name, frozen_copy, output_logits
 from agents.rollout.batch import token_logprobs
+from agents.train.checkpoint import trainable_state
 from searchgym.errors import ConfigError
 
 FLAGS = "fpu vme de pse tsc msr pae mce cx8 apic sep mtrr avx2 avx512f avx512bw"
@@ -92,7 +93,10 @@ def test_the_frozen_reference_keeps_the_weights_of_its_moment_in_less_memory():
     assert not torch.equal(a, moved)
     size = lambda m: sum(p.numel() * p.element_size() for p in {id(p): p for p in m.parameters()}.values())  # noqa: E731
     assert size(small) < size(full)
-    assert not any(p.requires_grad for p in small.parameters())
+    # A checkpoint saves a model's trainable weights: the reference keeps the model's flags, so a cold-started
+    # reference is saved whole (its linear weights as the bfloat16 it computes with).
+    assert set(trainable_state(small)) == set(trainable_state(model))
+    assert trainable_state(small)["model.layers.0.mlp.up_proj.weight"].dtype == torch.bfloat16
 
 
 def test_the_vocabulary_projection_stays_float32_under_autocast():

@@ -25,3 +25,18 @@ def test_bm25_shows_progress_and_reports(capsys):
     out, err = capsys.readouterr()
     assert "[bm25] world and indexes" in err and "[bm25] env vs bare retriever, entity matching on" in err
     assert "throughput ratio bm25s / rank-bm25" in out and "env, entity matching on" in out and "[bm25]" not in out
+
+
+def test_vector_env_prints_the_ratio_after_the_bars(capsys):
+    from benchmarks import vector_env
+
+    assert vector_env.main(["--envs", "4", "--steps", "5", "--repeats", "1", "--num-entities", "300"]) == 0
+    out, err = capsys.readouterr()
+    assert "[vector_env] rounds" in err and "[vector_env]" not in out
+    rows = [line for line in out.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert [r.split(" | ")[0] for r in rows] == ["| plain loop", "| vector (list)", "| vector (dict)"]
+    assert rows[0].endswith("| 1.00x |")
+    # 4 envs x 5 steps: the plain loop searches once per search step; the vector env once per step at most
+    calls = out.split("retriever calls per round: plain loop ")[1]
+    plain_calls, vector_calls = int(calls.split(",")[0]), int(calls.split("vector ")[1])
+    assert vector_calls <= 5 < plain_calls

@@ -97,6 +97,22 @@ def test_bad_encoding_and_missing(tmp_path):
         load_corpus(tmp_path / "absent.jsonl")
 
 
+def test_a_corpus_path_that_is_not_a_regular_file_says_what_it_is(tmp_path):
+    # It exists, so "not found" (what it used to say) sent users looking for a missing file.
+    (tmp_path / "folder.jsonl").mkdir()
+    with pytest.raises(DataError, match="is a folder, not a corpus file") as caught:
+        load_corpus(tmp_path / "folder.jsonl")
+    assert not isinstance(caught.value, DataNotFoundError)
+    with pytest.raises(DataError, match="is a character device, not a corpus file"):
+        load_corpus("/dev/null")
+
+
+def test_a_corpus_with_lines_ended_by_a_carriage_return_alone_loads(tmp_path):
+    path = tmp_path / "cr.jsonl"
+    path.write_bytes(b'{"id": "1", "contents": "\\"A\\"\\nalpha"}\r{"id": "2", "contents": "\\"B\\"\\nbeta"}\r')
+    assert [(d.id, d.title) for d in load_corpus(path)] == [("1", "A"), ("2", "B")]
+
+
 def test_bare_and_quoted_title_lines_survive_the_document_store_and_the_cache(tmp_path):
     from searchgym.corpus import Corpus, Document
     from searchgym.retrieval.base import Hit

@@ -435,6 +435,33 @@ def test_all_formats_named():
 def test_missing_file(tmp_path):
     with pytest.raises(DataNotFoundError, match="no such file"):
         load_dataset_file(tmp_path / "absent.jsonl")
+    (tmp_path / "link.jsonl").symlink_to(tmp_path / "absent.jsonl")
+    with pytest.raises(DataNotFoundError, match=r"no such file \(a broken symbolic link\)"):
+        load_dataset_file(tmp_path / "link.jsonl")
+
+
+def test_a_path_that_is_not_a_regular_file_says_what_it_is(tmp_path):
+    import os
+
+    (tmp_path / "folder.jsonl").mkdir()
+    os.mkfifo(tmp_path / "pipe.jsonl")  # reading it would block forever
+    for path, kind in ((tmp_path / "pipe.jsonl", r"a named pipe \(FIFO\)"), ("/dev/null", "a character device")):
+        with pytest.raises(DataError, match=f"is {kind}, not a regular file: a dataset is one file"):
+            load_dataset_file(path)
+    # A folder may be a BEIR folder: one that is not says what such a folder holds.
+    with pytest.raises(DataError, match=r"no queries.jsonl: a BEIR folder holds corpus.jsonl, queries.jsonl and qrels"):
+        load_dataset_file(tmp_path / "folder.jsonl")
+
+
+def test_lines_ended_by_a_carriage_return_alone_are_named_as_such(tmp_path):
+    # Classic Mac line endings: the whole file reads as one line holding every record.
+    path = tmp_path / "cr.jsonl"
+    records = [{"id": str(i), "question": "q?", "golden_answers": ["a"]} for i in range(2)]
+    path.write_bytes(b"\r".join(json.dumps(r).encode() for r in records) + b"\r")
+    with pytest.raises(DataError, match=r"at line 1: the lines end in a carriage return alone \(CR"):
+        load_dataset_file(path)
+    path.write_bytes(b"\r\n".join(json.dumps(r).encode() for r in records) + b"\r\n")  # CRLF is fine
+    assert [r.id for r in load_dataset_file(path).records] == ["0", "1"]
 
 
 def test_bad_arguments(tmp_path):

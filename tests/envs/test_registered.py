@@ -123,6 +123,17 @@ def test_misspelled_keyword_is_an_error(local_files):
         gym.make("SearchQA-NQ-v0", data_path=local_files["flashrag"], corpus_pth=local_files["corpus"])
 
 
+@pytest.mark.parametrize("kwargs, msg", [
+    ({"top_k": 2.5}, "top_k must be an integer >= 1"),
+    ({"max_turns": "2"}, "max_turns must be an integer >= 1"),
+    ({"limit": 1.5}, "limit must be an integer >= 1 or None"),
+])
+def test_numeric_arguments_of_gym_make_are_config_errors_naming_them(local_files, kwargs, msg):
+    with pytest.raises(ConfigError, match=msg):
+        gym.make("SearchQA-Custom-v0", data_path=local_files["flashrag"], corpus_path=local_files["corpus"], cache_dir=False,
+                 **kwargs)
+
+
 def test_missing_data_fails_at_once_with_the_ways_to_provide_it(local_files):
     with pytest.raises(DataNotFoundError) as e:
         gym.make("SearchQA-NQ-v0", download=False)

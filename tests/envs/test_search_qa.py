@@ -145,6 +145,14 @@ def test_pluggable_reward_template_and_ranker(small_records, ten_doc_corpus):
         ({"top_k": 0}, "top_k"),
         ({"top_k": 5, "candidates": 3}, "candidates"),
         ({"max_turns": 0}, "max_turns"),
+        # Counts that are not integers: 2.5 was taken as is, "3" failed deep inside with a TypeError.
+        ({"top_k": 2.5}, r"top_k must be an integer >= 1, got '2.5' \(float\)"),
+        ({"top_k": "3"}, r"top_k must be an integer >= 1, got '3' \(str\)"),
+        ({"top_k": True}, "top_k must be an integer"),
+        ({"candidates": 10.5}, "candidates must be an integer"),
+        ({"max_turns": 2.5}, "max_turns must be an integer"),
+        ({"max_query_chars": None}, "max_query_chars must be an integer"),
+        ({"match_entities": "no"}, "match_entities must be True or False"),
         ({"template": "no field"}, "question"),
         ({"render_mode": "human"}, "render_mode"),
         ({"retriever": "nope"}, "unknown retriever"),
@@ -156,13 +164,29 @@ def test_bad_config_is_a_clear_error(small_records, ten_doc_corpus, kwargs, msg)
         SearchQAEnv(small_records, ten_doc_corpus, cache_dir=False, **kwargs)
 
 
-def test_bad_reset_options(env):
-    with pytest.raises(ConfigError):
-        env.reset(options={"question_id": "nope"})
-    with pytest.raises(ConfigError):
-        env.reset(options={"index": 99})
-    with pytest.raises(ConfigError, match="unknown reset options"):
-        env.reset(options={"idx": 0})
+@pytest.mark.parametrize("options, msg", [
+    ({"question_id": "nope"}, "question_id: no question with id 'nope'"),
+    ({"index": 99}, r"index 99 out of range: 3 questions \(0 to 2\)"),
+    ({"idx": 0}, "unknown reset options"),
+    # Values that were coerced (1.7 -> 1, "1" -> 1, True -> 1) or failed inside int() ("abc").
+    ({"index": 1.7}, r"index must be an integer, got '1.7' \(float\)"),
+    ({"index": "abc"}, r"index must be an integer, got 'abc' \(str\)"),
+    ({"index": "1"}, "index must be an integer"),
+    ({"index": True}, "index must be an integer"),
+    ({"question_id": None}, "question_id must be a question id"),
+    ({"question_id": ["q1"]}, "question_id must be a question id"),
+    ({"index": 0, "question_id": "q1"}, "both given"),
+    ("q1", "reset options must be a dict"),
+])
+def test_bad_reset_options_are_config_errors_naming_the_option(env, options, msg):
+    with pytest.raises(ConfigError, match=msg):
+        env.reset(options=options)
+
+
+def test_reset_options_take_numpy_integers(env):
+    import numpy as np
+
+    assert env.reset(options={"index": np.int64(1)})[1]["question_id"] == env.unwrapped.records[1].id
 
 
 def test_check_env(env):

@@ -344,3 +344,19 @@ def test_judge_and_entity_matcher_share_scans_without_changing_results():
         assert info_b["episode"]["turn_labels"] == info_j["episode"]["turn_labels"]
         assert both._credit.matcher._phrases is both.judge._gold(record).name_set
     assert checked >= 24
+
+
+def test_final_labels_and_entity_rate_read_the_summary_or_the_steps():
+    from searchgym.info import final_entity_rate, final_labels
+
+    infos = play(make_env(judge="gold"), GOOD)
+    # Ended: the summary's two search rounds (1, 1, 1); the answer turn is no round. gamma = 2/2.
+    assert [values(lab) for lab in final_labels(infos)] == [(1, 1, 1), (1, 1, 1)] and final_entity_rate(infos) == 1.0
+    # Not ended yet (no summary): the steps' labels, and the last step's gamma (Rome matched: 1/2).
+    assert [values(lab) for lab in final_labels(infos[:2])] == [(1, 1, 1), (1, 1, 1)] and final_entity_rate(infos[:2]) == 0.5
+    # A deferred judge's steps are pending until the end: no final labels before it.
+    deferred = play(make_env(judge="gold", judge_mode="deferred"), GOOD)
+    assert final_labels(deferred[:2]) == [] and [values(lab) for lab in final_labels(deferred)] == [(1, 1, 1), (1, 1, 1)]
+    # No gold entities: no rate; no steps: nothing.
+    plain = play(make_env(records=(NO_ENTITIES,), judge="gold"), ["<answer>Henri Becquerel</answer>"], "plain")
+    assert final_entity_rate(plain) is None and final_labels([]) == [] and final_entity_rate([]) is None

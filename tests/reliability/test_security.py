@@ -430,7 +430,13 @@ def test_checkpoint_optimizer_state_refuses_a_planted_pickle(tmp_path):
     assert load_checkpoint(path, {"policy": model2}, {"policy": (optimizer2, scheduler2)})["step"] == 1
     marker = tmp_path / "ran"
     torch.save({"optimizer": _Payload(marker), "scheduler": {}}, path / "policy.optim.pt")
-    with pytest.raises(CheckpointError, match="unreadable"):
+    with pytest.raises(CheckpointError, match="policy.optim.pt: holds .* bytes, the manifest recorded"):
+        load_checkpoint(path, {"policy": model2}, {"policy": (optimizer2, scheduler2)})
+    # With the manifest re-recorded (a planted file that matches it), torch.load(weights_only=True) refuses it.
+    from agents.train.checkpoint_checks import write_manifest
+
+    write_manifest(path)
+    with pytest.raises(CheckpointError, match="policy.optim.pt is unreadable"):
         load_checkpoint(path, {"policy": model2}, {"policy": (optimizer2, scheduler2)})
     assert not marker.exists()
 

@@ -1,5 +1,6 @@
-"""The retrieval server bounds slow clients: header, body and keep-alive deadlines, and a connection limit
-(`searchgym.retrieval.connections`), with uvicorn's httptools and h11 protocols alike."""
+"""The retrieval server bounds slow and greedy clients: header, body and keep-alive deadlines, a connection
+limit, and caps on a request head's size and header count (`searchgym.retrieval.connections`), with
+uvicorn's httptools and h11 protocols alike."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from searchgym.retrieval import BM25Retriever
 from searchgym.retrieval.server import BackgroundServer, ServerConfig
 from tests.conftest import TEN_DOCS
 
-FAST = dict(port=0, header_timeout_s=0.5, body_timeout_s=0.5, keep_alive_timeout_s=0.5, max_connections=4)
+FAST = dict(port=0, header_timeout_s=0.5, body_timeout_s=0.5, keep_alive_timeout_s=0.5, max_connections=4,
+            max_request_line_bytes=200, max_header_bytes=2000, max_header_fields=10)
 BODY = json.dumps({"queries": ["Rome"], "topk": 1}).encode()
 
 
@@ -144,7 +146,94 @@ def test_a_search_slower_than_every_deadline_is_answered():
     assert data.startswith(b"HTTP/1.1 200") and b'"id":"d1"' in data.replace(b" ", b"")
 
 
-@pytest.mark.parametrize("field", ["header_timeout_s", "body_timeout_s", "keep_alive_timeout_s", "max_connections"])
+@pytest.mark.parametrize("field", ["header_timeout_s", "body_timeout_s", "keep_alive_timeout_s", "max_connections",
+                                   "max_request_line_bytes", "max_header_bytes", "max_header_fields"])
 def test_the_bounds_are_validated(field):
     with pytest.raises(ConfigError, match=field):
         ServerConfig(**{field: 0})
+
+
+# -- request heads past their caps -------------------------------------------------------------------------
+
+
+def _send_until_refused(sock: socket.socket, chunks) -> bytes:
+    """Send `chunks` until the server stops reading, then everything it answered."""
+    try:
+        for chunk in chunks:
+            sock.sendall(chunk)
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    return _read_until_closed(sock)[0]
+
+
+@pytest.mark.parametrize("kind", ["many headers", "one long header", "long request line", "headers in small pieces"])
+def test_a_request_head_past_its_caps_is_refused_as_it_arrives(server, kind):
+    opening = b"POST /retrieve HTTP/1.1\r\nhost: x\r\n"
+    if kind == "many headers":  # 11 header lines of 20 bytes: past the count (10) long before the size (2000)
+        chunks = [opening + b"".join(b"x-h%02d: %s\r\n" % (i, b"v" * 12) for i in range(11))] + [b"x-more: 1\r\n"] * 2000
+        expected = b"431", b"more than 10 header lines"
+    elif kind == "one long header":
+        chunks = [opening + b"x-long: "] + [b"v" * 500] * 2000
+        expected = b"431", b"request head over 2000 bytes"
+    elif kind == "long request line":
+        chunks = [b"GET /health?q="] + [b"a" * 50] * 2000
+        expected = b"414", b"request line over 200 bytes"
+    else:  # the caps count across chunks of any size: 1 byte at a time here
+        chunks = [bytes([b]) for b in opening + b"x-long: " + b"v" * 2100]
+        expected = b"431", b"request head over 2000 bytes"
+    with _connect(server) as sock:
+        data = _send_until_refused(sock, chunks)
+    assert data.startswith(b"HTTP/1.1 " + expected[0]) and expected[1] in data, data[:200]
+    assert b"connection: close" in data.lower()
+
+
+def test_requests_within_the_caps_are_served_on_a_kept_alive_connection(server):
+    # 10 header lines of a 2000-byte head, twice on one connection (the caps count each request anew).
+    extra = b"".join(b"x-h%d: %s\r\n" % (i, b"v" * 60) for i in range(6))
+    head = b"POST /retrieve HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n" + extra
+    with _connect(server) as sock:
+        for _ in range(2):
+            sock.sendall(head + b"content-length: %d\r\n\r\n" % len(BODY) + BODY)
+            answer = sock.recv(65536)
+            assert answer.startswith(b"HTTP/1.1 200"), answer
+        # Pipelined: two requests in one write are counted one head at a time.
+        sock.sendall((head + b"content-length: %d\r\n\r\n" % len(BODY) + BODY) * 2)
+        data = b""
+        while data.count(b"HTTP/1.1 200") < 2:
+            chunk = sock.recv(65536)
+            assert chunk, data
+            data += chunk
+
+
+def test_with_an_api_key_a_client_without_it_is_refused_before_its_body_is_read():
+    key = "k" * 16
+    retriever = BM25Retriever(Corpus(TEN_DOCS, name="ten"), backend="rank_bm25", cache_dir=False)
+    with BackgroundServer(retriever, ServerConfig(**FAST, warmup=False, api_key=key)) as s:
+        with socket.create_connection(("127.0.0.1", s.port), timeout=5) as sock:
+            # A body that will never arrive: the answer cannot wait for it.
+            sock.sendall(b"POST /retrieve HTTP/1.1\r\nhost: x\r\ncontent-length: 1000000000\r\n\r\n")
+            data, took = _read_until_closed(sock)
+        assert data.startswith(b"HTTP/1.1 401") and took < 0.4
+        with socket.create_connection(("127.0.0.1", s.port), timeout=5) as sock:  # no key, and headers past the cap
+            data = _send_until_refused(sock, [b"POST /retrieve HTTP/1.1\r\nx-long: "] + [b"v" * 500] * 100)
+        assert data.startswith(b"HTTP/1.1 431")
+
+
+def test_head_meter_counts_lines_across_chunks_and_stops_at_the_empty_line():
+    from searchgym.retrieval.connections import HeadMeter
+
+    meter = HeadMeter(max_line=20, max_bytes=60, max_fields=2)
+    # Leading empty lines are skipped (and counted), then a request line, two fields, the end: 57 bytes.
+    head = b"\r\n\nGET / HTTP/1.1\r\na: 1\nb: 22\r\n\r\n"
+    for i in range(len(head)):
+        assert meter.feed(head[i : i + 1]) is None
+    assert meter.done and (meter.size, meter.fields) == (len(head), 2) == (33, 2)
+    assert meter.feed(b"any body bytes at all" * 10) is None and meter.size == 33  # after the end: not the head's
+    meter.reset()
+    assert meter.feed(b"GET / HTTP/1.1\r\na: 1\r\nb: 2\r\nc: 3\r\n") == (431, b"more than 2 header lines")
+    meter.reset()
+    assert meter.feed(b"GET /" + b"a" * 16) == (414, b"request line over 20 bytes")  # 21 bytes, no newline yet
+    meter.reset()
+    assert meter.feed(b"GET / HTTP/1.1\r\nlong: " + b"v" * 40) == (431, b"request head over 60 bytes")
+    meter.reset()
+    assert meter.feed(b"\r\n" * 31) == (431, b"request head over 60 bytes")  # 62 bytes of empty lines

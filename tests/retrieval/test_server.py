@@ -14,7 +14,7 @@ pytest.importorskip("httpx")
 requests = pytest.importorskip("requests")
 
 from searchgym.corpus import Document
-from searchgym.errors import RetrievalError, RetrievalTimeout
+from searchgym.errors import RetrievalAnswerError, RetrievalError, RetrievalTimeout
 from searchgym.retrieval import BM25Retriever, DenseRetriever, Hit, HTTPRetriever, HTTPRetrieverConfig, HybridRetriever
 from searchgym.retrieval.http import parse_response
 from searchgym.retrieval.server import BackgroundServer, RequestRejected, ServerConfig, parse_retrieve_request
@@ -104,6 +104,12 @@ def test_requests_over_the_caps_are_refused(bm25):
             {"queries": "Rome"},
             {"queries": [1]},
             {"queries": ["a"], "topk": "3"},
+            # Search-R1's server takes these as its default (Python truthiness); here they are refused.
+            {"queries": ["a"], "topk": 0},
+            {"queries": ["a"], "topk": False},
+            {"queries": ["a"], "topk": 0.0},
+            {"queries": ["a"], "topk": 2.0},
+            {"queries": ["a"], "topk": -1},
             {"queries": ["a"], "return_scores": "yes"},
             [1],
         ):
@@ -366,9 +372,40 @@ def test_parse_response_accepts_search_r1_variants():
         {"result": [{"x": 1}]},
         {"result": [[{"score": 1}]]},
         {"result": [[{"document": {"contents": "c"}, "score": "hi"}]]},
+        # Values that used to escape as RecursionError, OverflowError or a NaN score.
+        {"result": [[{"document": {"contents": "c", "id": nested(3000)}, "score": 1}]]},
+        {"result": [[{"document": {"contents": "c"}, "score": 10**400}]]},
+        {"result": [[{"document": {"contents": "c"}, "score": "nan"}]]},
+        {"result": [[{"document": {"contents": "c"}, "score": True}]]},
+        {"result": [[{"document": {"contents": "c", "id": False}}]]},
+        {"result": [[{"text": "t", "title": nested(3000)}]]},
+        {"result": nested(3000)},
     ):
-        with pytest.raises(RetrievalError):
+        with pytest.raises(RetrievalAnswerError):
             parse_response(bad, 1 if bad.get("result") != [[]] else 2, 3)
+    # Scores that servers send as strings or integers are numbers all the same.
+    assert parse_response({"result": [[{"document": {"contents": "c", "id": 5}, "score": "0.5"}]]}, 1, 3)[0][0] == Hit(
+        Document("5", "", "c"), 0.5)
+
+
+def nested(depth: int) -> list:
+    value: list = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize("body", [
+    b"[" * 100_000 + b"]" * 100_000,  # deeper than json's decoder goes: RecursionError
+    b'{"result": [[{"contents": "c", "score": ' + b"1" * 5000 + b"}]]}",  # past Python's 4300-digit limit: ValueError
+    b'{"result": [[{"contents": "\xff\xfe"}]]}',  # not UTF-8
+    b"",
+])
+def test_an_unreadable_answer_is_a_retrieval_answer_error(scripted, body):
+    _, base = scripted
+    _Scripted.script, _Scripted.bodies = [(200, body)], []
+    with pytest.raises(RetrievalAnswerError, match="invalid JSON"):
+        HTTPRetriever(HTTPRetrieverConfig(url=base, retries=0)).search(["q"], 3)
 
 
 def test_config_errors():

@@ -3,6 +3,7 @@
 import functools
 import os
 import pickle
+import re
 import signal
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -221,13 +222,13 @@ def test_the_serve_command_builds_its_retriever_in_the_process(tmp_path):
     assert factory().describe()["kind"] == "bm25"
 
 
-def test_the_serve_command_refuses_missing_files_before_starting_anything(tmp_path):
+def test_the_serve_command_refuses_missing_files_before_starting_anything(tmp_path, capsys):
     from searchgym.cli import main
 
-    with pytest.raises(ConfigError, match="--corpus .*nowhere.jsonl: no such file"):
-        main(["serve", "--corpus", str(tmp_path / "nowhere.jsonl"), "--port", "0"])
-    with pytest.raises(ConfigError, match="--index .*no-index: no such file or folder"):
-        main(["serve", "--index", str(tmp_path / "no-index"), "--port", "0"])
+    assert main(["serve", "--corpus", str(tmp_path / "nowhere.jsonl"), "--port", "0"]) == 1
+    assert re.search(r"^error: --corpus .*nowhere.jsonl: no such file", capsys.readouterr().err)
+    assert main(["serve", "--index", str(tmp_path / "no-index"), "--port", "0"]) == 1
+    assert re.search(r"^error: --index .*no-index: no such file or folder", capsys.readouterr().err)
 
 
 def test_the_serve_command_uses_the_retriever_process_unless_told_not_to():

@@ -12,6 +12,8 @@ same strategies with few examples):
   re-encoding (latin-1, cp1252, UTF-16, UTF-32), invalid UTF-8 bytes, binary garbage.
 - `corpus_files`: `load_corpus` on corpus files (jsonl with `contents`, jsonl with `title`/`text`, DPR tsv),
   mutated the same ways.
+- `answers`: `SearchQAEnv.step` over an `HTTPRetriever` whose server answers anything
+  (`tools/fuzz_answers.py`): only the env's `RetrievalError` may come out of the step.
 - `verdicts`: `parse_reply` on adversarial judge replies (`tools/fuzz_verdicts.py`): a wrongly
   accepted verdict or a refused valid one is a crash.
 - `server`: `POST /retrieve` on the Search-R1-compatible server (the ASGI app through httpx): arbitrary

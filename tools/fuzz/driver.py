@@ -40,12 +40,25 @@ def _verdict_harness() -> Any:
     return VerdictHarness()
 
 
+def _answer_cases() -> st.SearchStrategy:
+    from tools.fuzz_answers import answer_cases  # that module imports this package
+
+    return answer_cases()
+
+
+def _answer_harness() -> Any:
+    from tools.fuzz_answers import AnswerHarness
+
+    return AnswerHarness()
+
+
 SURFACES: dict[str, Surface] = {
     "env": Surface("env", env_cases, EnvHarness),
     "qa_files": Surface("qa_files", qa_file_cases, qa_harness),
     "corpus_files": Surface("corpus_files", corpus_file_cases, corpus_harness),
     "server": Surface("server", server_cases, ServerHarness),
     "verdicts": Surface("verdicts", _verdict_cases, _verdict_harness),
+    "answers": Surface("answers", _answer_cases, _answer_harness),
 }
 
 FUZZ_SETTINGS = {"deadline": None, "database": None, "suppress_health_check": list(HealthCheck)}

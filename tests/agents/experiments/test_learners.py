@@ -9,7 +9,7 @@ from dataclasses import asdict, replace
 import pytest
 import torch
 
-from agents.experiments import learners, merge, presets, resume, runner
+from agents.experiments import credit, learners, merge, presets, resume, runner
 from agents.experiments import report as learner_report
 from searchgym.errors import ConfigError
 
@@ -148,9 +148,18 @@ def test_tiny_preset_runs_every_learner_over_two_seeds(tmp_path):
             assert results[name]["eval"]["eval/questions"] == 4.0
         assert "ranker/calls" in results["cosearch"]["history"][0]  # COSEARCH trained its ranker
         assert "cw_grpo/contributing_round_share" in results["cw-grpo"]["history"][0]
+        # the credit view: the preset's 2 questions x 2 rollouts, every view learner's advantages on them, and
+        # COSEARCH's ranker calls of its last step (as many as its metrics counted)
+        view = results["credit"]
+        assert len(view["rollouts"]) == 4 and set(view["learners"]) == set(credit.VIEW_LEARNERS)
+        assert all(len(view["learners"][n]["rounds"]) == 4 for n in credit.VIEW_LEARNERS)
+        assert view["training_steps"] == [{"step": 1, "hops": [1, 1]}]  # 1 step of 2 one-hop questions
+        assert len(view["ranker"]["calls"]) == results["cosearch"]["history"][-1]["ranker/calls"]
     report = (tmp_path / "results.md").read_text()
     assert "std over 2 seeds" in report and "| cosearch |" in report
-    assert (tmp_path / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "Credit view: one batch of 2 questions x 2 rollouts" in report and "| CW-GRPO |" in report
+    for name in ("curves.png", "credit.png", "seed1/credit.png"):
+        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (tmp_path / "seed1" / "curves.png").exists()
 
 

@@ -23,11 +23,12 @@ from agents.integrations.trl import (
     env_reward,
     format_reward,
     make_grpo_trainer,
+    reward_part,
 )
 from agents.models import TinyModelConfig, build_tiny_model
 from agents.policies.base import Completion, check_budgets
 from agents.policies.hf import HFPolicy, HFPolicyConfig
-from agents.rollout import Segment, Trajectory
+from agents.rollout import Segment, Trajectory, credit_metrics
 from searchgym.errors import BatchError, ConfigError
 
 ENV_KWARGS = {"num_entities": 300, "num_questions": 20, "hops": (1,), "max_turns": 3, "top_k": 1, "retriever": "rank_bm25", "cache_dir": False}
@@ -163,6 +164,44 @@ def test_reward_functions_score_literal_episodes():
     assert answer_reward("cover_em")([None] * 3, searchgym_trajectory=batch) == [1.0, 1.0, 0.0]
     assert answer_reward("f1").__name__ == "searchgym_f1"
     assert format_reward([None] * 3, searchgym_trajectory=batch) == [1.0, 1.0, 0.0]
+
+
+def labels(u, v, **flags) -> dict:
+    return {"retrieval_utility": u, "reasoning_correctness": v, "contribution": None if u is None else u * v,
+            "pending": False, "failed": False, **flags}
+
+
+# Two searches (u, v) = (1, 1) and (1, 0), then an answer with F1 0.5; the summary holds the final labels.
+LABELLED = episode("d", ["s1", "s2", "a"], [
+    {"action": "search", "labels": labels(1, 1), "entities": {"rate": 0.5}},
+    {"action": "search", "labels": labels(1, 0), "entities": {"rate": 0.5}},
+    {"action": "answer", "labels": labels(None, None), "entities": {"rate": 1.0}, "reward": {"answer": 0.0, "f1": 0.5, "format": 1.0},
+     "episode": {"turn_labels": [labels(1, 1), labels(1, 0), labels(None, None)], "entity_rate": 1.0}},
+], 0.0, "answered")
+# Over-long: no summary; one search labelled (0, 1) and one whose deferred label is still pending.
+OVER_LONG = episode("e", ["s1", "s2"], [
+    {"action": "search", "labels": labels(0, 1), "entities": {"rate": 0.0}},
+    {"action": "search", "labels": labels(None, None, pending=True), "entities": {"rate": 0.0}},
+], 0.0, "over_long")
+
+
+def test_credit_metrics_and_reward_parts_of_literal_episodes():
+    metrics = credit_metrics([LABELLED, OVER_LONG])
+    # Labelled rounds: (1, 1), (1, 0) and (0, 1); the answer's and the pending label are no rounds.
+    assert metrics == pytest.approx({
+        "credit/labelled_rounds": 3 / 2, "credit/judge_failures": 0.0, "credit/retrieval_utility": 2 / 3,
+        "credit/reasoning_correctness": 2 / 3, "credit/contribution": 1 / 3, "credit/entity_rate": (1.0 + 0.0) / 2,
+    })
+    assert credit_metrics([ANSWERED]) == {"credit/labelled_rounds": 0.0, "credit/judge_failures": 0.0}
+    assert credit_metrics([]) == {}
+    logged: dict[str, float] = {}
+    env_reward([None] * 2, searchgym_trajectory=[LABELLED, OVER_LONG], log_metric=logged.__setitem__)
+    assert logged["credit/contribution"] == pytest.approx(1 / 3)
+    assert reward_part("f1")([None] * 2, searchgym_trajectory=[LABELLED, OVER_LONG]) == [0.5, 0.0]
+    assert reward_part("format")([None] * 2, searchgym_trajectory=[LABELLED, OVER_LONG]) == [1.0, 0.0]
+    assert reward_part("f1").__name__ == "env_f1"
+    with pytest.raises(ConfigError, match="unknown reward part"):
+        reward_part("bleu")
 
 
 def test_reward_functions_reject_missing_or_misaligned_episodes():

@@ -50,3 +50,19 @@ def test_training_with_tensorboard_writes_events_metrics_and_checkpoints(tmp_pat
     lines = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert any(line.get("step") == 1 for line in lines)
     assert (run / "checkpoints" / "step-000001" / "state.json").is_file()
+
+
+def test_a_failed_metrics_write_is_one_error_naming_the_file(tmp_path):
+    from agents.train.metrics import MetricsError, MetricsLog
+
+    log = MetricsLog(tmp_path)
+    log.write({"step": 1, "loss/policy": 0.5}, 1)
+    log.write({"step": 2, "loss/policy": 0.4}, 2)
+    log.drop_after(1)  # the line of step 2 goes: one line per step after a resume
+    assert (tmp_path / "metrics.jsonl").read_text().splitlines() == ['{"step": 1, "loss/policy": 0.5}']
+    (tmp_path / "metrics.jsonl").unlink()
+    (tmp_path / "metrics.jsonl").mkdir()  # what the file system then refuses, as a full disk would
+    with pytest.raises(MetricsError, match=r"cannot write .*metrics.jsonl: Is a directory .*run the same command to resume"):
+        log.write({"step": 3}, 3)
+    with pytest.raises(MetricsError, match=r"cannot read .*metrics.jsonl: Is a directory"):
+        log.drop_after(1)

@@ -86,6 +86,35 @@ def test_resume_reproduces_the_next_step(tmp_path, dtype):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6, msg=n)
 
 
+def test_the_kl_reference_is_the_cold_started_policy_and_survives_a_resume(tmp_path):
+    """With a KL term, the reference is the policy RL starts from: the cold start's result, not the model as
+    loaded; COSEARCH's ranker likewise. A resumed run cannot remake it, so it comes back from the checkpoint."""
+    learner = CoSearchConfig(kl_coef=0.01, ranker_cold_start_steps=2)
+    optim = {"cold_start_steps": 2, "cold_start_batch": 2, "cold_start_lr": 3e-3}
+    first = Trainer(tiny_config(tmp_path / "run", learner=learner, steps=1, optim=optim))
+    loaded = {n: p.detach().clone() for n, p in first.reference.named_parameters()}
+    ranker_loaded = {n: p.detach().clone() for n, p in first.second_model.reference.named_parameters()}
+    first.cold_start()
+    cold = {n: p.detach().clone() for n, p in first.model.named_parameters()}
+    ranker_cold = {n: p.detach().clone() for n, p in first.second_model.models["ranker"].named_parameters()}
+    for n, p in first.reference.named_parameters():
+        torch.testing.assert_close(p, cold[n], rtol=0, atol=0, msg=n)
+    assert any(not torch.equal(loaded[n], cold[n]) for n in cold)  # the cold start moved the policy
+    for n, p in first.second_model.reference.named_parameters():
+        torch.testing.assert_close(p, ranker_cold[n], rtol=0, atol=0, msg=n)
+    assert any(not torch.equal(ranker_loaded[n], ranker_cold[n]) for n in ranker_cold)
+    first.train_step()
+    first.save()
+    first.close()
+    resumed = Trainer(tiny_config(tmp_path / "run", learner=learner, steps=2, optim=optim))
+    assert resumed.step == 1
+    for n, p in resumed.reference.named_parameters():
+        torch.testing.assert_close(p, cold[n], rtol=0, atol=0, msg=n)
+    for n, p in resumed.second_model.reference.named_parameters():
+        torch.testing.assert_close(p, ranker_cold[n], rtol=0, atol=0, msg=n)
+    resumed.close()
+
+
 def test_cold_start_lowers_the_oracle_loss(tmp_path):
     trainer = Trainer(tiny_config(tmp_path, optim={"cold_start_steps": 4, "cold_start_batch": 4, "cold_start_lr": 3e-3}))
     losses = trainer.cold_start()
@@ -146,8 +175,10 @@ def test_a_checkpoint_of_the_old_config_layout_is_refused_by_version(tmp_path):
     (state_path,) = (tmp_path / "run" / "checkpoints").glob("step-*/state.json")
     state = json.loads(state_path.read_text())
     assert state["config"]["version"] == 2 and state["config"]["learner_name"] == "grpo"
-    del state["config"]["version"]  # what a checkpoint written before the learner registry holds
+    # What a checkpoint written before the learner registry holds (and before checkpoints had manifests).
+    del state["config"]["version"], state["checkpoint_format"]
     state_path.write_text(json.dumps(state))
+    (state_path.parent / "manifest.json").unlink()
     with pytest.raises(CheckpointError, match="config version 1, this is version 2"):
         Trainer(tiny_config(tmp_path, steps=2))
 

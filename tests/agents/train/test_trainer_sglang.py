@@ -6,9 +6,10 @@ compared with the trainer's weights tensor by tensor. The servers start from oth
 trainer (seed 5), so nothing matches unless the trainer pushed its weights.
 
 The updates must change the weights for the sync checks to mean anything, and a random model's rewards
-are usually all 0 (a zero advantage, a zero gradient). So these runs take one cold-start step (which
-moves the policy away from the frozen reference) and a k3 KL term, whose gradient is then nonzero at
-every step whatever the rewards.
+are usually all 0 (a zero advantage, a zero gradient). So these runs take one cold-start step and a k3
+KL term against the weights from before it (`cold_start_away_from_reference`: the trainer's own reference
+is the cold-started policy, where the KL's gradient is zero), whose gradient is then nonzero at every step
+whatever the rewards.
 
 A run whose rollouts are sampled by the fake does not draw the same tokens as an in-process run with
 the same seed, and it is not expected to: the server samples each prompt in a request of its own, the
@@ -75,6 +76,14 @@ def same_weights(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool
     return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
+def cold_start_away_from_reference(trainer: Trainer) -> None:
+    """The cold start, with the KL reference set back to the weights from before it, so that the KL term's
+    gradient moves the weights at every RL step whatever the rewards."""
+    start = weights(trainer.model)
+    trainer.cold_start()
+    trainer.reference.load_state_dict(start)
+
+
 def generate_bodies(fake: FakeSGLang) -> list[dict]:
     return [body for _, path, body in fake.calls if path == "/generate"]
 
@@ -102,7 +111,7 @@ def test_two_steps_roll_out_on_the_server_and_sync_after_each(tmp_path, fakes):
         assert load == {"model_path": str((tmp_path / "run" / "rollout-weights").resolve()), "weight_version": "1"}
         assert same_weights(weights(fake.policy.model), weights(trainer.model))
 
-        trainer.cold_start()
+        cold_start_away_from_reference(trainer)
         assert fake.weight_version == "2" and same_weights(weights(fake.policy.model), weights(trainer.model))
 
         for step in (1, 2):
@@ -135,7 +144,7 @@ def test_two_steps_roll_out_on_the_server_and_sync_after_each(tmp_path, fakes):
 def test_two_servers_both_get_prompts_and_weights(tmp_path, fakes):
     trainer = Trainer(sglang_config(tmp_path, [f.url for f in fakes], steps=1, questions_per_step=4))
     try:
-        trainer.cold_start()
+        cold_start_away_from_reference(trainer)
         for f in fakes:
             f.calls.clear()
         before = weights(trainer.model)
@@ -287,7 +296,7 @@ def test_rollouts_through_sglang_router_reach_both_workers_and_so_do_the_weights
         trainer = Trainer(replace(config, rollout=replace(config.rollout, sglang_urls=(), sglang_router=router.url)))
         try:
             assert isinstance(trainer.rollout_policy, RouterPolicy)
-            trainer.cold_start()
+            cold_start_away_from_reference(trainer)
             for f in fakes:
                 f.calls.clear()
             before = weights(trainer.model)
@@ -412,7 +421,7 @@ def tiny_with(state: dict[str, torch.Tensor]) -> torch.nn.Module:
 def test_one_step_against_a_real_sglang_server_disk_sync(tmp_path, real_server):
     trainer = Trainer(sglang_config(tmp_path, [real_server.url], steps=1, rollout={"sglang_timeout_s": 120.0}))
     try:
-        trainer.cold_start()
+        cold_start_away_from_reference(trainer)
         before = weights(trainer.model)
         metrics = trainer.train_step()
         assert not same_weights(before, weights(trainer.model))
@@ -438,7 +447,9 @@ config = json.loads(sys.argv[1])
 top = {k: v for k, v in config.items() if k not in ("learner", "env", "rollout", "optim")}
 trainer = Trainer(TrainConfig(**top, learner=GRPOConfig(**config["learner"]), env=EnvConfig(**config["env"]),
                               rollout=RolloutConfig(**config["rollout"]), optim=OptimConfig(**config["optim"])))
+start = {k: v.clone() for k, v in trainer.model.state_dict().items()}
 trainer.cold_start()
+trainer.reference.load_state_dict(start)  # a nonzero KL gradient whatever the rewards (see the module's docs)
 metrics = trainer.train_step()
 version = trainer.rollout_policy.members[0].model_info()["weight_version"]
 trainer.close()
