@@ -183,7 +183,9 @@ class TrainConfig:
     states, the vocabulary projection, logprobs, loss, advantages and KL stay float32; `float32` runs
     everything in float32; `auto` is bfloat16 on a CPU with native bfloat16 instructions (`avx512_bf16`,
     `amx_bf16`, Arm `bf16`: about twice the float32 matmul rate) and float32 elsewhere. Checkpoints record
-    the precision a run computed in; a resume is exact at the same one."""
+    the precision a run computed in; a resume is exact at the same one. A resume in the other one continues
+    with a warning, or is refused (`CheckpointError`) when the checkpoint holds a cold-started KL reference,
+    which a bfloat16 run keeps with bfloat16 linear weights."""
     distributed: bool = False
     """Data-parallel update under `accelerate` (DDP): launch with `accelerate launch --num_processes N -m agents
     train --distributed ...`; each process rolls out and updates on its share of every step's questions

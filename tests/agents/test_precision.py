@@ -5,6 +5,7 @@ vocabulary projection stays float32; gradients and weights stay float32)."""
 from __future__ import annotations
 
 import copy
+import math
 
 import pytest
 import torch
@@ -181,3 +182,39 @@ def test_the_projection_in_chunks_gives_the_same_logprobs_and_gradients(monkeypa
     assert torch.allclose(one, chunked, atol=1e-6)
     for name, grad in one_grads.items():
         assert torch.allclose(grad, chunked_grads[name], atol=1e-6), name
+
+
+def test_greedy_bfloat16_rollouts_stop_at_the_same_tags(make_env, scripted):
+    """A tiny model taught one episode (a search, then an answer) replays it greedily in either precision:
+    every turn ends at the same closing tag, with the same text."""
+    from agents.policies.hf import HFPolicy, HFPolicyConfig
+    from agents.rollout import RolloutConfig, RolloutEngine
+    from agents.rollout.batch import collate
+
+    model, tok = build_tiny_model(TinyModelConfig(seed=6))
+    script = ["<search> capital of Italy </search>", "<answer> Tiber </answer>"]
+    config = RolloutConfig(group_size=1, temperature=0.0, max_turn_tokens=24, max_response_tokens=200)
+    turns = iter(script)
+    taught = RolloutEngine(scripted(lambda context, k: next(turns)), make_env(max_turns=3), config).rollout([{"options": {"index": 0}}])
+    batch = collate(taught, tok.pad_token_id)
+    mask = batch.loss_mask.bool()
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    for _ in range(400):
+        logp = token_logprobs(model, batch.input_ids, batch.attention_mask)[mask]
+        # Every taught token at probability > 0.9: a margin no bfloat16 rounding of the logits (~1e-2) closes.
+        if float(logp.detach().min()) > math.log(0.9):
+            break
+        optimizer.zero_grad()
+        (-logp.mean()).backward()
+        optimizer.step()
+    assert float(logp.detach().min()) > math.log(0.9), "the tiny model did not learn the episode"
+
+    texts = {}
+    for dtype in ("float32", "bfloat16"):
+        policy = HFPolicy(model, tok, config=HFPolicyConfig(seed=0, dtype=dtype))
+        t = RolloutEngine(policy, make_env(max_turns=3), config).rollout([{"options": {"index": 0}}])[0]
+        texts[dtype] = [s.text for s in t.segments if s.kind == "agent"]
+    assert [text.strip() for text in texts["float32"]] == script
+    assert texts["bfloat16"] == texts["float32"]
+    search, answer = (text.rstrip() for text in texts["bfloat16"])
+    assert search.endswith("</search>") and answer.endswith("</answer>")
