@@ -63,8 +63,9 @@ _tuned: bool | None = None
 
 def tune_allocator(threshold: int | None = MMAP_THRESHOLD) -> bool:
     """Fix glibc's mmap threshold at `threshold` bytes for this process (`mallopt(M_MMAP_THRESHOLD)`); returns
-    whether it is in effect. The trainer calls it with `TrainConfig.malloc_mmap_threshold` when that is set;
-    the first call decides, so a program that calls `tune_allocator(None)` first keeps glibc's own behaviour.
+    whether it is in effect. The trainer calls it with `TrainConfig.malloc_mmap_threshold` (1 MiB by default;
+    0 or None: `tune_allocator(None)`); the first call decides, so a program that calls `tune_allocator(None)`
+    first keeps glibc's own behaviour.
 
     glibc raises the threshold each time a large block is freed (up to 32 MB), so a model's per-token and
     per-layer tensors move onto the heap, where freed memory stays resident and fragments: the update's peak

@@ -35,8 +35,9 @@ CHATML_TEMPLATE = (
 
 
 def resolve_dtype(dtype: DTypeName, device: str) -> torch.dtype:
-    """`auto` is bfloat16 on a CUDA device that supports it and float32 elsewhere: CPU bfloat16 matmuls are
-    slow on most CPUs and their rounding would blur the logprob checks."""
+    """The dtype to load weights in. `auto` is bfloat16 on a CUDA device that supports it and float32
+    elsewhere: on CPU a policy keeps float32 weights, and `agents.precision` decides whether its matrix
+    products run in bfloat16 (a bfloat16 copy of the linear weights, float32 logits)."""
     import torch
 
     if dtype == "auto":

@@ -6,8 +6,8 @@ Runs, in order, with the settings each issue names (use `--quick` for smaller si
 2. `benchmarks.judge_overhead`: env step time with GoldJudge and entity matching vs without.
 3. `benchmarks.retrieval`: build time, memory, queries/s and latency per retriever, in-process vs server.
 4. `benchmarks.rollout_overhead`: the rollout engine vs bare `generate` for the same tokens (SmolLM2).
-5. `benchmarks.step`: one RL step of the CPU preset's shape, new path vs old; the decode bound; the
-   update's peak RSS.
+5. `benchmarks.step`: an RL step of the learning check's shape in float32 and in bfloat16; the decode bound
+   per precision and allocator; the update's peak RSS.
 6. `benchmarks.load`: the retrieval server under 64 clients vs the in-process retriever it serves.
 
     python -m benchmarks.perf [--quick] [--only bm25 judge retrieval rollout step load]

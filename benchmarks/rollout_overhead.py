@@ -167,7 +167,8 @@ def main() -> None:
         policy.close()
         return
 
-    policy = HFPolicy.from_config(HFPolicyConfig(model=args.model, seed=0))
+    # float32, as the bare `model.generate` it is compared with: the engine's own overhead, not the precision's.
+    policy = HFPolicy.from_config(HFPolicyConfig(model=args.model, seed=0, dtype="float32"))
     tok = policy.tokenizer
     env = gym.make("SearchQA-Synthetic-v0", num_entities=args.entities, cache_dir=False)
     obs, _ = env.reset(seed=0)

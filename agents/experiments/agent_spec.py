@@ -230,11 +230,11 @@ class ChatAgent:
 class ModelAgent:
     """A model (name or folder, optionally a checkpoint on top) sampled in this process."""
 
-    def __init__(self, model: str, *, checkpoint: str | None = None, seed: int = 0):
+    def __init__(self, model: str, *, checkpoint: str | None = None, seed: int = 0, dtype: str = "auto"):
         from agents.experiments.eval import load_policy
 
         self.model, self.checkpoint = model, checkpoint
-        self.policy = load_policy(model, checkpoint, seed)
+        self.policy = load_policy(model, checkpoint, seed, dtype)
 
     def describe(self) -> dict[str, Any]:
         return {**self.policy.describe(), "checkpoint": self.checkpoint}
@@ -254,7 +254,7 @@ class ModelAgent:
 
         stop = rollout.get("stop")
         config = RolloutConfig(**{**rollout, "stop": None if stop is None else tuple(stop)})
-        with counting_passes(self.policy.model, bar) if bar is not None else nullcontext():
+        with counting_passes(self.policy.sampling_model, bar) if bar is not None else nullcontext():
             return evaluate_policy(self.policy, make_env, config, questions, samples=samples, temperature=temperature, seed=seed)
 
     def close(self) -> None:
@@ -270,10 +270,11 @@ def agent_name(agent: Any) -> str:
 
 
 def resolve_agent(spec: str | Any, *, checkpoint: str | None = None, model_name: str = "default", api_key: str | None = None,
-                  timeout_s: float = 120.0, seed: int = 0) -> CallableAgent | ChatAgent | ModelAgent:
+                  timeout_s: float = 120.0, seed: int = 0, dtype: str = "auto") -> CallableAgent | ChatAgent | ModelAgent:
     """The agent SPEC names (see the module docstring), or a Python agent object passed as it is (a function,
-    an object with `act`, or a class, called as for `module:callable`). `checkpoint` applies to models only;
-    `model_name`, `api_key` and `timeout_s` to endpoints only."""
+    an object with `act`, or a class, called as for `module:callable`). `checkpoint` and `dtype` (the precision
+    it computes in, `agents.precision`) apply to models only; `model_name`, `api_key` and `timeout_s` to
+    endpoints only."""
     kind = agent_kind(spec) if isinstance(spec, str) else "callable"
     if checkpoint is not None and kind != "model":
         raise ConfigError(f"--checkpoint loads weights on top of a model; --agent {spec!r} is a {kind}")
@@ -282,4 +283,4 @@ def resolve_agent(spec: str | Any, *, checkpoint: str | None = None, model_name:
     if kind == "url":
         return ChatAgent(spec, model=model_name, api_key=api_key, timeout_s=timeout_s)
     logger.info("loading model %s%s", spec, f" with checkpoint {checkpoint}" if checkpoint else "")
-    return ModelAgent(spec, checkpoint=checkpoint, seed=seed)
+    return ModelAgent(spec, checkpoint=checkpoint, seed=seed, dtype=dtype)

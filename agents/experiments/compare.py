@@ -43,6 +43,7 @@ import numpy as np
 
 from agents.experiments.eval import env_fingerprint
 from agents.experiments.fingerprint import jsonable, check_requests, differences, env_factory, format_differences, parse_requests
+from agents.precision import PRECISIONS
 from searchgym.errors import ConfigError, DataError
 
 METRICS = (("eval/em", "test EM"), ("eval/f1", "test F1"), ("eval/searches", "searches/ep"))
@@ -83,12 +84,13 @@ def policies(seed_results: Mapping[str, Any]) -> list[str]:
 def compare(reference_path: str | Path, agent_spec: str | Any, *, questions: int | None = None, seeds: Sequence[str] | None = None,
             requests: Mapping[str, Any] | None = None, cache_dir: str | Path | None | bool = None, checkpoint: str | None = None,
             model_name: str = "default", api_key: str | None = None, progress: bool = False, samples: int = 0,
-            temperature: float = 1.0) -> dict[str, Any]:
+            temperature: float = 1.0, dtype: str = "auto") -> dict[str, Any]:
     """Evaluate the agent `agent_spec` (an `--agent` string, or a Python agent object: a function, an object
     with `act`, or a class; `agents.experiments.agent_spec`) on every (or each of `seeds`) seed's fingerprinted env.
 
     `samples` = k >= 2 also runs k sampled episodes per question (Avg@k) at `temperature`, seeded by each
-    reference seed (a seed that is not a number seeds 0).
+    reference seed (a seed that is not a number seeds 0). `dtype`: the precision a model agent computes in
+    (`agents.precision`; its `describe` records it).
 
     Returns {"reference": path, "agent": spec, "describe": the agent's description, "seeds": [...],
     "questions": per seed evaluated, "eval_questions": the reference's count, "fingerprints": {seed: the env's
@@ -138,7 +140,7 @@ def compare(reference_path: str | Path, agent_spec: str | Any, *, questions: int
                               f"{format_differences(diffs, 'reference', 'rebuilt')}\n{RERUN}")
         factories[seed] = (make_env, max_turns)
 
-    agent = resolve_agent(agent_spec, checkpoint=checkpoint, model_name=model_name, api_key=api_key)
+    agent = resolve_agent(agent_spec, checkpoint=checkpoint, model_name=model_name, api_key=api_key, dtype=dtype)
     name = agent_name(agent_spec) + (f" with checkpoint {checkpoint}" if checkpoint else "")
     per_seed, per_question = {}, {}
     how = f"greedy + {samples} samples each" if samples else "greedy"
@@ -266,8 +268,10 @@ def learners_policy(run: Mapping[str, Any], policy: str, where: str = "results.j
         raise ConfigError(f"{where}: no seed there evaluated {policy!r} question by question; policies with per-question "
                           f"results: {', '.join(held) or 'none'}")
     counts = {len(r[policy]["eval_em"]) for r in seeds.values()}
+    # The policy's own precision (its entry's), where the seed's fingerprint has the start policy's evaluation's.
+    own = {s: {"precision": r[policy]["dtype"]} if "dtype" in r[policy] else {} for s, r in seeds.items()}
     return {"agent": f"{where}:{policy}", "questions": min(counts), "samples": 0,
-            "fingerprints": {s: r.get("fingerprint", {}) for s, r in seeds.items()},
+            "fingerprints": {s: {**r.get("fingerprint", {}), **own[s]} for s, r in seeds.items()},
             "per_question": {s: {"em": r[policy]["eval_em"]} for s, r in seeds.items()}}
 
 
@@ -289,6 +293,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="also sample K episodes per question and report Avg@K EM (CW-GRPO reports Avg@4); 0: greedy only")
     p.add_argument("--temperature", type=float, default=1.0, help="the samples' temperature (default 1.0, the learners' evaluation's)")
     p.add_argument("--threads", type=int, help="threads for torch, numba and BLAS (default: the physical cores)")
+    p.add_argument("--dtype", choices=PRECISIONS, default="auto", help="the precision a model --agent computes in (agents.precision: "
+                   "auto is bfloat16 on a CPU with native bfloat16 instructions, float32 elsewhere)")
     p.add_argument("--cache-dir", help="where rebuilt envs cache their retrieval index (default: searchgym's cache)")
     p.add_argument("--out", help="also write the agent's per-seed metrics as JSON here")
     args = p.parse_args(argv)
@@ -311,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ConfigError(f"--api-key-env {args.api_key_env}: that environment variable is not set")
     result = compare(args.reference, args.agent, questions=args.questions, seeds=args.seeds, requests=parse_requests(args.fingerprint),
                      cache_dir=args.cache_dir, checkpoint=args.checkpoint, model_name=args.model_name, api_key=api_key, progress=True,
-                     samples=args.samples, temperature=args.temperature)
+                     samples=args.samples, temperature=args.temperature, dtype=args.dtype)
     print(table(load_reference(args.reference), result))
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)

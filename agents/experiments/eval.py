@@ -28,6 +28,7 @@ import gymnasium as gym
 import numpy as np
 
 import searchgym
+from agents.precision import PRECISIONS
 
 FINGERPRINT_KEYS = ("dataset", "corpus", "retriever", "ranker", "judge", "prompt", "env", "model", "sampling")
 """What must be equal for two results to be comparable (the package version is informative only)."""
@@ -129,7 +130,7 @@ def evaluate(policy, make_env: Callable[[], gym.Env], *, questions: int, k: int 
             rows = getattr(getattr(policy, "config", None), "max_batch_rows", None)
             budget = generation_budget(n, probe.unwrapped.max_turns, max_turn_tokens, max(1, rows // k) if rows else None)
             with phase(f"[eval] {n} questions x {k} samples (model passes, at most)", budget, "pass") as bar, \
-                    counting_passes(getattr(policy, "model", None), bar):
+                    counting_passes(getattr(policy, "sampling_model", None), bar):
                 trajectories = engine.rollout(starts)
         else:
             trajectories = engine.rollout(starts)
@@ -150,8 +151,9 @@ def markdown_table(results: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def load_policy(model: str, checkpoint: str | None = None, seed: int = 0):
-    """An `HFPolicy` for `model` (a name or folder), with a training checkpoint's policy weights on top."""
+def load_policy(model: str, checkpoint: str | None = None, seed: int = 0, dtype: str = "auto"):
+    """An `HFPolicy` for `model` (a name or folder), with a training checkpoint's policy weights on top,
+    computing in `dtype` (`agents.precision`: float32 weights, bfloat16 matmuls where `dtype` asks)."""
     from agents.models import load_model_and_tokenizer
     from agents.policies.hf import HFPolicy, HFPolicyConfig
 
@@ -160,7 +162,7 @@ def load_policy(model: str, checkpoint: str | None = None, seed: int = 0):
         from agents.train.checkpoint import load_policy_weights
 
         load_policy_weights(checkpoint, net, model)
-    return HFPolicy(net, tok, config=HFPolicyConfig(model=model, seed=seed))
+    return HFPolicy(net, tok, config=HFPolicyConfig(model=model, seed=seed, dtype=dtype))
 
 
 def _env_args(pairs: Sequence[str]) -> dict[str, Any]:
@@ -186,6 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-turn-tokens", type=int, default=64)
     p.add_argument("--out", default="results/eval")
     p.add_argument("--threads", type=int, default=None, help="threads for torch, numba and BLAS (default: the physical cores)")
+    p.add_argument("--dtype", choices=PRECISIONS, default="auto", help="the policy's precision (agents.precision): auto is bfloat16 "
+                   "on a CPU with native bfloat16 instructions, float32 elsewhere")
     args = p.parse_args(argv)
     from searchgym.threads import set_threads
 
@@ -193,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     kwargs = _env_args(args.env_arg)
     if args.env == "SearchQA-Synthetic-v0":
         kwargs.setdefault("split", "test")
-    policy = load_policy(args.model, args.checkpoint)
+    policy = load_policy(args.model, args.checkpoint, dtype=args.dtype)
     result = evaluate(policy, lambda: gym.make(args.env, **kwargs), questions=args.questions, k=args.k,
                       temperature=args.temperature if args.k == 1 else max(args.temperature, 1.0), max_turn_tokens=args.max_turn_tokens,
                       progress=True)

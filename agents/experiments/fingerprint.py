@@ -10,7 +10,11 @@ results; `agents.experiments.compare` rebuilds the env from it and refuses to co
   max_response_tokens, stop strings, chat template use, ...);
 - `setting`: `agents.experiments.eval.env_fingerprint` of the env as built: hashes of its questions, corpus and
   prompt, the retriever's and ranker's descriptions, doc format and answer reward. A rebuilt env whose
-  `setting` differs (a changed world generator, another data file) is refused like any other difference.
+  `setting` differs (a changed world generator, another data file) is refused like any other difference;
+- `precision`: the precision the evaluation that made the fingerprint computed in (`float32` or `bfloat16`,
+  `agents.precision`). Recorded, and checked when asked for (`--fingerprint precision=bfloat16`), but not
+  compared when pairing policies (`INFORMATIVE`): it changes float rounding, not the env or its questions,
+  so a bfloat16 policy and a float32 one pair question by question.
 
 Keys are compared flattened, joined by dots (`make.top_k`, `rollout.max_turn_tokens`, `setting.corpus.sha256`).
 """
@@ -33,6 +37,9 @@ FINGERPRINT_VERSION = 1
 ROLLOUT_KEYS = ("max_turn_tokens", "max_response_tokens", "max_obs_tokens", "stop", "system_prompt", "use_chat_template", "stop_on_invalid")
 """The rollout engine settings that change what a greedy policy sees or how long it may write."""
 
+INFORMATIVE = ("precision",)
+"""Top-level keys that describe how the policies computed, not the env: left out of `differences`."""
+
 _OBJECT = "__object__"
 """Marks a `gym.make` argument that was a Python object (a judge, a retriever): recorded, not rebuildable."""
 
@@ -50,9 +57,11 @@ def jsonable(value: Any) -> Any:
     return {_OBJECT: repr(value)[:200]}
 
 
-def make_fingerprint(env: gym.Env, *, env_id: str, make: Mapping[str, Any], eval_questions: int, rollout: Any) -> dict[str, Any]:
+def make_fingerprint(env: gym.Env, *, env_id: str, make: Mapping[str, Any], eval_questions: int, rollout: Any,
+                     precision: str | None = None) -> dict[str, Any]:
     """The fingerprint of evaluating the first `eval_questions` questions of `env` (built by
-    `gym.make(env_id, **make)`) with the rollout engine settings `rollout` (an `agents.rollout.RolloutConfig`)."""
+    `gym.make(env_id, **make)`) with the rollout engine settings `rollout` (an `agents.rollout.RolloutConfig`),
+    by a policy computing in `precision` (recorded when given)."""
     return {
         "version": FINGERPRINT_VERSION,
         "env_id": env_id,
@@ -60,6 +69,7 @@ def make_fingerprint(env: gym.Env, *, env_id: str, make: Mapping[str, Any], eval
         "eval_questions": int(eval_questions),
         "rollout": jsonable({k: getattr(rollout, k) for k in ROLLOUT_KEYS}),
         "setting": jsonable(env_fingerprint(env)),
+        **({"precision": precision} if precision else {}),
     }
 
 
@@ -76,7 +86,8 @@ def trainer_eval_fingerprint(trainer) -> dict[str, Any]:
         make.setdefault(key, value)  # as Trainer._make_env: the run's own options win
     env = gym.make(config.env.id, **make)
     try:
-        return make_fingerprint(env, env_id=config.env.id, make=make, eval_questions=config.eval_questions, rollout=trainer.engine.config)
+        return make_fingerprint(env, env_id=config.env.id, make=make, eval_questions=config.eval_questions, rollout=trainer.engine.config,
+                                precision=str(trainer.compute_dtype).removeprefix("torch."))
     finally:
         env.close()
 
@@ -93,9 +104,10 @@ def flatten(fingerprint: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def differences(reference: Mapping[str, Any], actual: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
-    """(key, reference value, actual value) for every flattened key whose values differ, sorted by key."""
-    a, b = flatten(reference), flatten(actual)
+def differences(reference: Mapping[str, Any], actual: Mapping[str, Any], ignore: tuple[str, ...] = INFORMATIVE) -> list[tuple[str, Any, Any]]:
+    """(key, reference value, actual value) for every flattened key whose values differ, sorted by key; keys
+    under `ignore` (by default the `INFORMATIVE` ones) are left out."""
+    a, b = ({k: v for k, v in flatten(f).items() if k.split(".")[0] not in ignore} for f in (reference, actual))
     missing = object()
     out = []
     for key in sorted(set(a) | set(b)):

@@ -49,6 +49,7 @@ from agents.experiments.merge import merge_results, start_evaluation
 from agents.experiments.presets import PRESETS, RL_LEARNERS, SFT, WHAT_DIFFERS, Preset, eval_questions_name, parse_env_options, parse_learner_options
 from agents.experiments.report import credit_report, seed_table, signal_table, write_report
 from agents.experiments.runner import backend_options, run_seed
+from agents.precision import PRECISIONS
 from searchgym.errors import ConfigError
 
 
@@ -78,6 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "(Preset.micro_batch): less memory, the same gradient up to float rounding")
     p.add_argument("--gradient-checkpointing", action=argparse.BooleanOptionalAction, default=None,
                    help="recompute activations in the update's backward pass (default: the preset's): less memory, slower")
+    p.add_argument("--dtype", choices=PRECISIONS, help="override the preset's precision (auto: bfloat16 on a CPU with native "
+                   "bfloat16 instructions, float32 elsewhere; agents.precision); recorded in results.json")
     p.add_argument("--eval-base", action=argparse.BooleanOptionalAction, default=None,
                    help="also evaluate the model as released, before its cold start (default: the preset's; the cpu preset does not)")
     p.add_argument("--eval-samples", type=int, help="override the preset's Avg@k samples per test question (0: greedy only)")
@@ -112,7 +115,8 @@ def _preset(args: argparse.Namespace) -> Preset:
     overrides = {k: v for k, v in (("eval_questions", args.eval_questions), ("eval_samples", args.eval_samples), ("lr", args.lr),
                                    ("eval_base", args.eval_base), ("eval_split", args.eval_split), ("data_path", args.data_path),
                                    ("questions", args.questions), ("group", args.group), ("temperature", args.temperature),
-                                   ("workers", args.workers), ("micro_batch", args.micro_batch), ("credit_questions", args.credit_questions),
+                                   ("workers", args.workers), ("micro_batch", args.micro_batch), ("dtype", args.dtype),
+                                   ("credit_questions", args.credit_questions),
                                    ("gradient_checkpointing", args.gradient_checkpointing)) if v is not None}
     if args.learner_option:
         overrides["learner_options"] = parse_learner_options(args.learner_option, preset.learner_options)
@@ -183,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     print(f"preset {args.preset}: {preset.model}, hops {preset.hops}, {preset.cold_start_steps} cold-start steps, "
           f"{steps} RL steps x {preset.questions} questions x {preset.group} rollouts at temperature {preset.temperature:g}, "
-          f"eval on {preset.eval_questions} {eval_questions_name(preset)}, seeds {args.seeds}"
+          f"eval on {preset.eval_questions} {eval_questions_name(preset)}, seeds {args.seeds}, dtype {preset.dtype}"
           + "".join(f"; {n} with {', '.join(f'{k}={v}' for k, v in o.items())}" for n, o in preset.learner_options.items()), flush=True)
     per_seed = _run_seeds(args, preset, steps, out)
     if args.start_only or (args.start_model and not args.start_results):

@@ -33,12 +33,25 @@ def evaluated_starts(seed_results) -> dict[str, dict]:
 
 
 NOT_A_SETTING = ("steps", "seeds", "learners", "workers", "eval_base", "learner_options", "micro_batch", "gradient_checkpointing",
-                 "credit_questions", "credit_group")
+                 "credit_questions", "credit_group", "dtype")
 """Preset fields two runs may differ in and still merge: the defaults a run's own flags replace (its RL step
 count is compared as the run's `steps`), how many processes trained it (the same results, tested), whether
 the released model was evaluated, the learners' options (compared learner by learner), how the update
 holds its memory (micro-batch, activation checkpointing: the same gradient up to float rounding, tested),
-and the credit view's batch (nothing trains on it)."""
+the credit view's batch (nothing trains on it), and the precision setting, whose `auto` resolves per
+machine: the precision each learner ran at (its entry's `dtype`) is compared instead (`precisions`)."""
+
+
+def precisions(run: dict) -> set[str]:
+    """The precisions a run's learners computed in (each entry's `dtype`; runs from before the setting: float32)."""
+    return {r[n].get("dtype", "float32") for r in run["results"].values() for n in r if n in WHAT_DIFFERS and isinstance(r[n], dict)}
+
+
+def _same_env(a: dict | None, b: dict | None) -> bool:
+    """Whether two fingerprints describe one evaluation env (their precisions may differ)."""
+    from agents.experiments.fingerprint import differences
+
+    return a == b or (a is not None and b is not None and not differences(a, b))
 
 
 def merge_results(paths: list[Path]) -> tuple[dict, dict[int, dict]]:
@@ -57,6 +70,10 @@ def merge_results(paths: list[Path]) -> tuple[dict, dict[int, dict]]:
         return {"preset": {k: v for k, v in run["preset"].items() if k not in NOT_A_SETTING}, "steps": run.get("steps")}
 
     head = setting(runs[0])
+    computed = set().union(*(precisions(run) for run in runs))
+    if len(computed) > 1:
+        raise ConfigError(f"the runs' learners computed in {' and '.join(sorted(computed))}: only runs of one precision merge into "
+                          "one report; pair two policies across precisions with python -m agents.experiments.compare --paired")
     options: dict[str, tuple[dict, Path]] = {}
     per_seed: dict[int, dict] = {}
     for path, run in zip(paths, runs):
@@ -77,7 +94,7 @@ def merge_results(paths: list[Path]) -> tuple[dict, dict[int, dict]]:
             if both:
                 raise ConfigError(f"{path}: seed {seed} is in two of the runs to merge, with {', '.join(both)} in both")
             if (Path(seen["start"]["model"]).resolve() != Path(results["start"]["model"]).resolve()
-                    or seen.get("fingerprint") != results.get("fingerprint")):
+                    or not _same_env(seen.get("fingerprint"), results.get("fingerprint"))):
                 raise ConfigError(f"{path}: seed {seed} there started from another policy or was evaluated on another env than "
                                   "in the runs before it; its learners cannot be paired with theirs")
             seen.update({n: results[n] for n in results if n in WHAT_DIFFERS})
@@ -95,7 +112,7 @@ def merge_results(paths: list[Path]) -> tuple[dict, dict[int, dict]]:
         source = evaluated.get(str(Path(results["start"]["model"]).resolve()))
         if source is None:
             raise ConfigError(f"seed {seed} started from {results['start']['model']}, which no merged run evaluated; add the run that made it")
-        if source.get("fingerprint") != results.get("fingerprint"):
+        if not _same_env(source.get("fingerprint"), results.get("fingerprint")):
             raise ConfigError(f"seed {seed} was evaluated on another env than the start policy it shares; its results cannot be paired")
         results["start"] = source["start"]
         if "base" in source:

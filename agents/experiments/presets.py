@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import MISSING, dataclass, field, fields
 
+from agents.precision import PRECISIONS
 from searchgym.errors import ConfigError
 
 SFT = "sft"
@@ -67,6 +68,11 @@ class Preset:
     """Recompute activations in the update's backward pass (`OptimConfig.gradient_checkpointing`)."""
     max_batch_rows: int = 64
     """Rows the in-process policy decodes together (`RolloutConfig.max_batch_rows`)."""
+    dtype: str = "auto"
+    """The precision every run of the preset computes in (`TrainConfig.dtype`, `agents.precision`): `auto`
+    (bfloat16 on a CPU with native bfloat16 instructions, float32 elsewhere), `float32` or `bfloat16`. Each
+    policy's results entry records the precision it ran at (`dtype`); runs at different precisions do not
+    merge, and pair question by question through `agents.experiments.compare --paired`."""
     micro_batch: int = 4
     """Rows per forward and backward pass of the updates and the cold start (`OptimConfig.micro_batch`): fewer
     rows hold less memory and give the same gradient up to float rounding (tested), like
@@ -123,6 +129,8 @@ class Preset:
         for name in ("workers", "micro_batch"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"Preset.{name} must be >= 1, got {getattr(self, name)}")
+        if self.dtype not in PRECISIONS:
+            raise ConfigError(f"Preset.dtype must be one of {', '.join(PRECISIONS)}, got {self.dtype!r}")
         if self.credit_questions < 0:
             raise ConfigError(f"Preset.credit_questions must be >= 0 (0 leaves the credit view out), got {self.credit_questions}")
         if self.credit_group < 2:
@@ -141,8 +149,9 @@ PRESETS = {
     # 1- and 2-hop questions: a 2-hop episode has two search rounds, where CW-GRPO's credit differs from GRPO's;
     # 512 response tokens let a 2-hop episode reach its answer (two documents of ~110 tokens each).
     # lr 1e-5: at 2e-6 three updates left every learner sampling token-identical rollouts (same seed).
-    # No activation checkpointing: it lowers the update's peak memory but made the update 25-40% slower here,
-    # and the machine has the memory. 64 rows: sampled tok/s still rises from batch 8 to 32 (79 -> 141 tok/s),
+    # Activation checkpointing: with it the update of the GRPO-family learners peaks under 4 GB (so a 16 GB laptop
+    # holds the job's processes), at the price of a recompute that the bfloat16 update, twice as fast, pays for
+    # (docs/learners.md, "CPU precision (bfloat16)"). 64 rows: sampled tok/s still rises from batch 8 to 32,
     # so a step's 8 rows and an eval's 20 go in one chunk (`python -m benchmarks.step`, docs/learners.md
     # "Speed and memory on CPU").
     # Two learner processes at one thread each (COSEARCH, the longest, in one; the other three in turn in the
@@ -151,7 +160,7 @@ PRESETS = {
     # evaluation the job took 15.3-15.7 minutes on 2 idle cores, over its 15.
     # The credit view: 4 questions (the 2 steps' 2 + 2, so every question the learners train on) x 8 rollouts,
     # sampled in the process that finishes GRPO, CW-GRPO and E-GRPO while COSEARCH still trains.
-    "cpu": Preset("smollm2-135m", 1000, (1, 2), 8, 2, 2, 4, 20, 64, 512, 1, 1e-5, SHORT_TEMPLATE, gradient_checkpointing=False,
+    "cpu": Preset("smollm2-135m", 1000, (1, 2), 8, 2, 2, 4, 20, 64, 512, 1, 1e-5, SHORT_TEMPLATE, gradient_checkpointing=True,
                   max_batch_rows=64, max_turns=4, workers=2, eval_base=False, credit_questions=4),
     # The learning check: 2-hop questions (two search rounds that differ in contribution), a short cold start
     # that leaves room to improve (8 steps: greedy test EM 0.68 on 60 questions, with 512 response tokens;

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from functools import partial
 
 from agents.learners import CoSearchConfig
 
@@ -79,6 +80,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--show", type=int, default=0, help="print this many raw ranker outputs at each measurement")
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: the physical cores)")
+    p.add_argument("--dtype", choices=["auto", "float32", "bfloat16"], default="auto",
+                   help="the ranker's precision, sampling and training (agents.precision)")
     args = p.parse_args(argv)
     if sorted(set(args.steps)) != args.steps or args.steps[0] < 1:
         p.error("--steps must be positive and increasing")
@@ -104,7 +107,7 @@ def main(argv: list[str] | None = None) -> None:
     reranks = held_out(test_env, args.requests, config.ranker_candidates, args.queries == "question")
     model, tokenizer = load_model(args.model, args.seed + 1)
     model.train()
-    policy = HFPolicy(model, tokenizer, config=HFPolicyConfig(seed=args.seed + 1))
+    policy = HFPolicy(model, tokenizer, config=HFPolicyConfig(seed=args.seed + 1, dtype=args.dtype))
     backend = PolicyChatBackend(policy, temperature=config.ranker_temperature, max_tokens=config.ranker_max_tokens, seed=args.seed)
     ranker = LLMRanker(backend, LLMRankerConfig(max_doc_chars=config.ranker_max_doc_chars, max_tokens=config.ranker_max_tokens,
                                                 temperature=config.ranker_temperature))
@@ -124,7 +127,8 @@ def main(argv: list[str] | None = None) -> None:
     # steps (one optimizer without a schedule, one seeded stream of examples; measuring trains nothing).
     supervised_ranker_steps(model, tokenizer, train_env, ranker.messages, steps=args.steps[-1], batch=args.batch, lr=args.lr,
                             candidates=config.ranker_candidates, max_tokens=config.ranker_max_tokens, seed=args.seed,
-                            micro_batch=args.micro_batch, max_grad_norm=1.0, sft_step=sft_step, on_step=after, shuffle=args.shuffle)
+                            micro_batch=args.micro_batch, max_grad_norm=1.0, sft_step=partial(sft_step, dtype=policy.compute_dtype),
+                            on_step=after, shuffle=args.shuffle)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ from agents.experiments.presets import SFT, WHAT_DIFFERS, Preset
 from agents.experiments.progress import counting_calls, counting_passes, evaluation_budget, phase
 from agents.experiments.resume import RL_ONLY, check_same_setting, logged_history, run_setting, write_json
 from agents.memory import release_memory
+from agents.precision import dtype_name
 from agents.train import TrainConfig
 from agents.train.config import EnvConfig, OptimConfig, RolloutConfig
 from agents.train.metrics import SIGNALS, signal_summary
@@ -77,7 +78,7 @@ def _load(trainer_class, config: TrainConfig, what: str, model: str):
 
 def _local_model(trainer):
     """The torch module that samples the trainer's rollouts in this process (None when a server does)."""
-    return trainer.model if trainer.config.rollout.backend == "hf" else None
+    return trainer.policy.sampling_model if trainer.config.rollout.backend == "hf" else None
 
 
 def _evaluate(trainer, what: str, samples: int = 0) -> tuple[dict[str, float], dict[str, list[float]]]:
@@ -133,6 +134,7 @@ def train_config(preset: Preset, steps: int, seed: int, out: Path, backend: dict
     return TrainConfig(
         learner=learner, model=model, steps=steps, questions_per_step=preset.questions, eval_questions=preset.eval_questions,
         seed=seed, out_dir=str(out / run), resume=resume, checkpoint_every=1 if resume else 0, device=backend.get("device", "cpu"), threads=threads,
+        dtype=preset.dtype,
         env=EnvConfig(id=preset.env_id, num_entities=preset.num_entities, hops=preset.hops, top_k=preset.top_k, max_turns=preset.max_turns,
                       world_seed=preset.world_seed, options=env_options, eval_split=preset.eval_split, data_path=preset.data_path,
                       train_questions=preset.train_questions),
@@ -192,13 +194,14 @@ def run_seed(preset: Preset, learners: list[str], steps: int, seed: int, out: Pa
     save_model(starter.model, starter.tokenizer, start_dir)
     start_eval, start_questions = _evaluate(starter, "start policy", preset.eval_samples)
     start_hotpotqa = hotpotqa_eval(starter, hotpotqa, preset.eval_questions) if hotpotqa else None
+    starter_dtype = dtype_name(starter.compute_dtype)
     starter.close()
     del starter
     release_memory()  # the learners' processes need what the cold start held
     print(f"[start policy] cold-started: test EM {start_eval['eval/em']:.3f}, F1 {start_eval['eval/f1']:.3f}, "
           f"searches/ep {start_eval['eval/searches']:.2f} ({time.perf_counter() - t0:.0f} s)", flush=True)
 
-    results["start"] = {"eval": start_eval, **start_questions, "minutes": (time.perf_counter() - t0) / 60}
+    results["start"] = {"eval": start_eval, **start_questions, "minutes": (time.perf_counter() - t0) / 60, "dtype": starter_dtype}
     if start_hotpotqa:
         results["start"]["hotpotqa"] = start_hotpotqa
         print(f"[start policy] HotpotQA: EM {start_hotpotqa['hotpotqa/em']:.3f}, F1 {start_hotpotqa['hotpotqa/f1']:.3f}", flush=True)
@@ -284,10 +287,9 @@ def fingerprint_differences(got: dict, expected: dict, own_options: set[str] = f
     differs from its start policy's, leaving aside every key that names an env option the learner asks for
     itself (its judge, its entity matching, COSEARCH's ranker: `make.ranker`, `setting.ranker.*`), which is
     part of what it trains, not of the world or the questions."""
-    from agents.experiments.fingerprint import flatten
+    from agents.experiments.fingerprint import differences
 
-    a, b = flatten(got), flatten(expected)
-    return sorted(k for k in {**a, **b} if a.get(k) != b.get(k) and not own_options.intersection(k.split(".")))
+    return [k for k, _, _ in differences(expected, got) if not own_options.intersection(k.split("."))]
 
 
 def _worker_start() -> None:
@@ -342,13 +344,14 @@ def learner_result(config: TrainConfig, learner: str, eval_samples: int, hotpotq
         final_hotpotqa = hotpotqa_eval(trainer, hotpotqa, config.eval_questions) if hotpotqa else None
         second_step = trainer.second_model.last_step() if trainer.second_model is not None else None
     finally:
+        trained_dtype = dtype_name(trainer.compute_dtype)
         trainer.close()
     # Collected now, not at some later cycle collection: a trainer holds models, optimizer states and kept KV rows
     # in reference cycles, and the next learner's trainer (in this process) must not be built beside it.
     del trainer
     release_memory()
     entry = {"eval": final, **final_questions, "history": history, "signals": mean_signals(history),
-             "minutes": (time.perf_counter() - t) / 60}
+             "minutes": (time.perf_counter() - t) / 60, "dtype": trained_dtype}
     if final_hotpotqa:
         entry["hotpotqa"] = final_hotpotqa
     if second_step is not None:

@@ -58,6 +58,7 @@ from agents.experiments.signature_analyses import (
 from agents.experiments.signature_report import PREMISES as PREMISES
 from agents.experiments.signature_report import SYNTHETIC, report
 from agents.experiments.signature_report import premises as premises
+from agents.precision import PRECISIONS
 from searchgym.errors import ConfigError
 
 
@@ -132,13 +133,14 @@ class Setting:
             raise ConfigError("num_entities, max_turns, top_k and the token budgets must be >= 1")
 
 
-def load_policy(model: str, seed: int = 0):
-    """An in-process policy: `tiny` (a random 2-layer model, for tests), `smollm2-135m`, or a model folder."""
+def load_policy(model: str, seed: int = 0, dtype: str = "auto"):
+    """An in-process policy: `tiny` (a random 2-layer model, for tests), `smollm2-135m`, or a model folder,
+    computing in `dtype` (`agents.precision`)."""
     from agents.policies.hf import HFPolicy, HFPolicyConfig
     from agents.train.setup import load_model
 
     net, tokenizer = load_model(model, seed)
-    return HFPolicy(net, tokenizer, config=HFPolicyConfig(model=model, seed=seed))
+    return HFPolicy(net, tokenizer, config=HFPolicyConfig(model=model, seed=seed, dtype=dtype))
 
 
 def _env_maker(first, setting: Setting, ranker: str | None):
@@ -164,7 +166,7 @@ def _rollouts(policy, make, questions: int, group: int, temperature: float, sett
     budget = generation_budget(questions * group, setting.max_turns, setting.max_turn_tokens, rows)
     try:
         with phase(f"[{what}] {questions} questions x {group} (model passes, at most)", budget, "pass") as bar, \
-                counting_passes(getattr(policy, "model", None), bar):
+                counting_passes(getattr(policy, "sampling_model", None), bar):
             return engine.rollout([{"options": {"index": i}} for i in range(questions)])
     finally:
         engine.close()
@@ -339,6 +341,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=None, help="threads for torch, numba and BLAS (default: the physical cores)")
     p.add_argument("--out", default="results/signatures")
+    p.add_argument("--dtype", choices=PRECISIONS, default="auto", help="the policy's precision (agents.precision)")
     args = p.parse_args(argv)
     if args.questions < 1 or args.group < 2:
         raise ConfigError(f"--questions must be >= 1 and --group >= 2 (a contrast needs several rollouts), got {args.questions}, {args.group}")
@@ -355,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
     if needs_model and not args.model:
         raise ConfigError(f"--analyses {' '.join(sorted(needs_model))} roll a policy out: give --model")
     # With a model, the retrieval analysis also counts the oracle trajectories' tokens in its tokenizer.
-    policy = load_policy(args.model, args.seed) if args.model else None
+    policy = load_policy(args.model, args.seed, args.dtype) if args.model else None
     results = run(policy, setting, args.questions, args.group, args.hotpotqa, out / "cache", args.analyses)
     results["command"] = "python -m agents.experiments.signatures " + " ".join(argv if argv is not None else __import__("sys").argv[1:])
     table = report(results)

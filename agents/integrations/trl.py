@@ -229,7 +229,8 @@ class SearchQARollout:
             if self.policy_factory is not None:
                 policy = self.policy_factory(model, tokenizer)
             else:
-                policy = HFPolicy(model, tokenizer, config=HFPolicyConfig(max_batch_rows=self.config.max_batch_rows))
+                # float32, as TRL's own forward passes compute the logprobs it compares with the sampler's.
+                policy = HFPolicy(model, tokenizer, config=HFPolicyConfig(max_batch_rows=self.config.max_batch_rows, dtype="float32"))
             if not trainer.max_completion_length:
                 raise ConfigError("set GRPOConfig(max_completion_length=...): it is the episode's token budget after the prompt")
             budget = int(trainer.max_completion_length)

@@ -11,7 +11,6 @@ teaches it the rerank format on the synthetic world's oracle reranks (`agents.le
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
-import copy
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +23,7 @@ from agents.learners.batch import LearnerBatch, Trajectory
 from agents.learners.grpo import outcome_reward
 from agents.learners.registry import SecondModel, SecondModelContext
 from agents.policies.base import SamplingParams
+from agents.precision import compute_dtype, frozen_copy
 from searchgym.errors import BackendError, ConfigError, SearchGymError
 
 logger = logging.getLogger(__name__)
@@ -112,9 +112,9 @@ class RankerTrainer(SecondModel):
         self.config: cosearch.CoSearchConfig = ctx.learner_config
         model, tokenizer = ctx.load_model(self.config.ranker_model or ctx.policy_model, ctx.seed + 1)
         model.train()
-        self.policy = HFPolicy(model, tokenizer, config=HFPolicyConfig(seed=ctx.seed + 1))
+        self.policy = HFPolicy(model, tokenizer, config=HFPolicyConfig(seed=ctx.seed + 1, dtype=ctx.dtype))
         self.backend = PolicyChatBackend(self.policy, temperature=self.config.ranker_temperature, seed=ctx.seed)
-        self.reference = copy.deepcopy(model).eval() if self.config.kl_coef > 0 else None
+        self.reference = frozen_copy(model, compute_dtype(ctx.dtype)) if self.config.kl_coef > 0 else None
         """A frozen copy of the ranker RL starts from (after its cold start, when it has one), for the k3 KL."""
         self.models: dict[str, torch.nn.Module] = {"ranker": model}
         if self.reference is not None and self.config.ranker_cold_start_steps > 0:
@@ -129,6 +129,9 @@ class RankerTrainer(SecondModel):
     gathers_env_calls: bool = True
     """The ranker is called from inside `env.step`, through a `GatheringBackend`: the trainer steps a turn's
     episodes side by side (`RolloutConfig.gather_env_calls`), so one turn's ranker calls are one batch."""
+
+    def release_memory(self) -> None:
+        self.policy.release_memory()
 
     def ranker(self):
         """An `LLMRanker` over this model's sampler, with the config's prompt and decoding settings."""

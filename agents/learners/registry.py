@@ -70,9 +70,9 @@ class SecondModel(ABC):
     declares every member the trainer uses. The trainer holds it, puts `models` and `optimizers` into every
     checkpoint, builds envs with `env_options`, reads `gathers_env_calls` when it builds the rollout engine, calls
     `cold_start` once in a run that starts from step 0, `begin_step` before each step's rollouts and
-    `train_step` after the policy's update. A subclass must implement the abstract methods; `cold_start`,
-    `gathers_env_calls` and `last_step` have defaults (no cold start, no gathering, nothing to report) to
-    override."""
+    `train_step` after the policy's update, and `release_memory` before the policy's update. A subclass must
+    implement the abstract methods; `cold_start`, `release_memory`, `gathers_env_calls` and `last_step` have
+    defaults (no cold start, nothing to free, no gathering, nothing to report) to override."""
 
     models: dict[str, torch.nn.Module]
     """Checkpointed weights, by a name other than "policy"."""
@@ -89,6 +89,10 @@ class SecondModel(ABC):
         step-0 metrics line. The trainer calls it once in a run that starts from step 0, never on resume (the
         checkpoint holds the trained weights). By default there is none: no steps, no metrics."""
         return {}
+
+    def release_memory(self) -> None:
+        """Free what its sampler caches (kept KV rows, a bfloat16 copy of the weights) while the policy updates;
+        the next sampling call makes it again. By default there is nothing to free."""
 
     def last_step(self) -> dict[str, Any] | None:
         """What the last `train_step` trained on, as JSON values, for reports (COSEARCH's ranker: each call's
@@ -147,6 +151,9 @@ class SecondModelContext:
     synchronize: Callable[[torch.nn.Module], None] | None = None
     """Distributed: copies rank 0's weights of a model into every rank's (each rank calls it); None in one
     process."""
+    dtype: str = "float32"
+    """The precision the run computes in, resolved (`float32` or `bfloat16`; `agents.precision`): a second
+    model samples in it; `policy_gradient_step` and `supervised_step` already run in it."""
 
 
 BatchFn = Callable[[Sequence[Trajectory], Any], LearnerBatch]

@@ -5,6 +5,12 @@ sampled token is computed exactly as `agents.policies.base` defines it, so that 
 own token budget, and so that finished rows leave the batch (the KV cache shrinks with them) instead of
 being padded until the longest row ends. Prompts are left-padded with explicit position ids, and the
 prefill of a prompt is shared by its `n` samples.
+
+Precision (`HFPolicyConfig.dtype`, `agents.precision`): a float32 model decodes in float32, or, in bfloat16,
+through a `LinearCopy` of it (bfloat16 linear weights, everything else shared) under autocast, refreshed
+whenever the model's weights change, with keys and values kept in bfloat16 and the vocabulary projection
+and every logprob in float32: the numbers a teacher-forced forward pass of the model under the same
+autocast gives (`agents.rollout.batch.token_logprobs` with that dtype).
 """
 
 from __future__ import annotations
@@ -21,6 +27,8 @@ import torch
 from agents.models import DTypeName, ensure_pad_token, load_model_and_tokenizer
 from agents.policies.base import Completion, SamplingParams, check_budgets, find_stop, resolve_stop_ids
 from agents.policies.kv import KeptRow, KeptRows, growing_cache, plain_cache, weights_fingerprint
+from agents.policies.sampling import sample_tokens
+from agents.precision import PRECISIONS, LinearCopy, autocast, compute_dtype, dtype_name, output_logits
 from searchgym.errors import BatchError, ConfigError, DataError
 
 if TYPE_CHECKING:
@@ -37,7 +45,10 @@ class HFPolicyConfig:
     """`smollm2-135m`, a local model folder, or a Hugging Face id (online users)."""
     device: str = "cpu"
     dtype: DTypeName = "auto"
-    """`auto`: bfloat16 on GPUs that support it, float32 otherwise."""
+    """The precision the policy computes in (`agents.precision`). On CPU the weights stay float32, and
+    `bfloat16` (or `auto` on a CPU with native bfloat16 instructions) decodes through a bfloat16 copy of the
+    linear weights; `float32` (`auto` elsewhere) decodes the weights as they are. A policy loaded on a GPU
+    by `from_config` is loaded in this dtype (`auto`: bfloat16 where the GPU supports it)."""
     cache_dir: str | None = None
     """Where `smollm2-135m` is converted once (default `~/.cache/searchgym/models`)."""
     max_batch_rows: int = 64
@@ -49,7 +60,8 @@ class HFPolicyConfig:
     kept for comparison; the sampled tokens agree within float noise)."""
     max_kept_gb: float = 2.0
     """Memory the kept rows of one call may take at most (GB); rows past it are not kept, and their next
-    turn is prefilled in full. SmolLM2-135M keeps ~46 KB a token in float32."""
+    turn is prefilled in full. SmolLM2-135M keeps ~46 KB a token in float32, ~23 KB in bfloat16. The rollout
+    engine runs no more episodes side by side than this holds at their longest (`episodes_at_once`)."""
     seed: int | None = None
     """Seeds the policy's sampler once at construction (a call's `SamplingParams.seed` overrides it)."""
 
@@ -92,9 +104,16 @@ class HFPolicy:
         """Token counts since construction (read differences around a call to time one)."""
         self._device = next(model.parameters()).device
         self._generator = torch.Generator(device=self._device)
+        self.compute_dtype = _compute_dtype(model, self.config.dtype, self._device)
+        """The dtype of the decoder's matrix products (`agents.precision`)."""
+        weights = next(model.parameters()).dtype
+        self._copy = LinearCopy(model, self.compute_dtype) if self.compute_dtype != weights else None
+        self._copy_fingerprint = weights_fingerprint(model)
         # transformers >= 5.2x names the KV-cache argument `cache`; earlier versions `past_key_values`.
         accepted = inspect.signature(model.forward).parameters
         self._cache_kw = "cache" if "cache" in accepted else "past_key_values"
+        decoder_accepts = inspect.signature(model.get_decoder().forward).parameters if hasattr(model, "get_decoder") else {}
+        self._decoder_cache_kw = "cache" if "cache" in decoder_accepts else "past_key_values"
         # Only the last position's logits are needed after the prefill (saves a vocab-sized matmul per token).
         keep = "logits_to_keep" if "logits_to_keep" in accepted else "num_logits_to_keep" if "num_logits_to_keep" in accepted else None
         self._keep_last = {keep: 1} if keep else {}
@@ -105,8 +124,34 @@ class HFPolicy:
 
     @classmethod
     def from_config(cls, config: HFPolicyConfig) -> HFPolicy:
-        model, tokenizer = load_model_and_tokenizer(config.model, cache_dir=config.cache_dir, device=config.device, dtype=config.dtype)
+        # On CPU the weights load in float32 (a float16 policy excepted) and a bfloat16 policy decodes through its copy.
+        load = config.dtype if str(config.device).startswith("cuda") or config.dtype == "float16" else "float32"
+        model, tokenizer = load_model_and_tokenizer(config.model, cache_dir=config.cache_dir, device=config.device, dtype=load)
         return cls(model, tokenizer, config=config)
+
+    @property
+    def sampling_model(self) -> torch.nn.Module:
+        """The module that decodes: the model, or its bfloat16 `LinearCopy` (shares its embeddings and norms)."""
+        return self._copy.model if self._copy is not None else self.model
+
+    def episodes_at_once(self, tokens: int) -> int | None:
+        """How many rows of `tokens` tokens each the kept-row budget (`max_kept_gb`) holds (at least one); None
+        when rows are not kept. The rollout engine runs no more episodes side by side, so that every episode's
+        next turn reuses its rows."""
+        per_token = self.kv_bytes_per_token()
+        if not self.config.reuse_kv or per_token is None:
+            return None
+        return max(1, int(self.config.max_kept_gb * 1e9 // (per_token * max(tokens, 1))))
+
+    def kv_bytes_per_token(self) -> int | None:
+        """Bytes the keys and values of one token take in the cache (None when the model's config does not say)."""
+        c = self.model.config
+        layers, heads = getattr(c, "num_hidden_layers", None), getattr(c, "num_key_value_heads", None) or getattr(c, "num_attention_heads", None)
+        head_dim = getattr(c, "head_dim", None) or (c.hidden_size // c.num_attention_heads if getattr(c, "hidden_size", None) else None)
+        if not (layers and heads and head_dim):
+            return None
+        stored = self.compute_dtype if self._copy is not None else next(self.model.parameters()).dtype
+        return 2 * layers * heads * head_dim * torch.empty((), dtype=stored).element_size()
 
     # -- generation -------------------------------------------------------------------------------------
 
@@ -118,7 +163,11 @@ class HFPolicy:
         if params.seed is not None:
             generator = torch.Generator(device=self._device).manual_seed(params.seed)
         prompts = [list(p) for p in prompts]
-        self._kept.check(weights_fingerprint(self.model))
+        fingerprint = weights_fingerprint(self.model)
+        self._kept.check(fingerprint)
+        if self._copy is not None and fingerprint != self._copy_fingerprint:
+            self._copy.refresh()  # the model changed (an optimizer step, loaded weights): recast its linear weights
+            self._copy_fingerprint = fingerprint
         kept = [self._kept.match(p) for p in prompts] if self.config.reuse_kv else [None] * len(prompts)
         results: list[list[Completion]] = [[] for _ in prompts]
         left: list[KeptRow] = []
@@ -150,7 +199,7 @@ class HFPolicy:
         room: list[int],
     ) -> tuple[list[Completion], list[KeptRow]]:
         n, device = params.n, self._device
-        cache = growing_cache(self.model) if self.config.reuse_kv else None
+        cache = growing_cache(self.model, self.compute_dtype if self._copy is not None else None) if self.config.reuse_kv else None
         reuse = cache is not None
         if not reuse:
             kept = [None] * len(prompts)
@@ -177,8 +226,7 @@ class HFPolicy:
                     layer.fill(keys, values, capacity)
         self.stats.prefill_tokens += sum(len(x) for x in new)
         self.stats.reused_tokens += sum(past)
-        out = self.model(input_ids=ids, attention_mask=attn, position_ids=positions, use_cache=True, **self._keep_last, **{self._cache_kw: cache})
-        logits = out.logits[:, -1, :].float()
+        logits = self._last_logits(ids, attn, positions, cache)
         next_pos = torch.tensor([len(p) for p in prompts], dtype=torch.long, device=device)
         if n > 1:  # one prefill per prompt, shared by its n samples
             cache.batch_repeat_interleave(n)
@@ -223,11 +271,8 @@ class HFPolicy:
                 attn, next_pos, tok = attn[index], next_pos[index], tok[index]
                 live = [live[j] for j in keep]
             attn = torch.cat([attn, attn.new_ones((len(live), 1))], dim=1)
-            out = self.model(
-                input_ids=tok[:, None], attention_mask=attn, position_ids=next_pos[:, None], use_cache=True, **{self._cache_kw: cache}
-            )
+            logits = self._last_logits(tok[:, None], attn, next_pos[:, None], cache)
             next_pos = next_pos + 1
-            logits = out.logits[:, -1, :].float()
         self.stats.sampled_tokens += sum(len(t) for t in tokens)
         completions = [
             Completion(
@@ -240,6 +285,17 @@ class HFPolicy:
             for r in range(len(row_budget))
         ]
         return completions, left
+
+    def _last_logits(self, ids: torch.Tensor, attn: torch.Tensor, positions: torch.Tensor, cache) -> torch.Tensor:
+        """(R, V) float32 logits at each row's last position, `cache` extended by `ids`."""
+        if self._copy is None:
+            out = self.model(input_ids=ids, attention_mask=attn, position_ids=positions, use_cache=True, **self._keep_last,
+                             **{self._cache_kw: cache})
+            return out.logits[:, -1, :].float()
+        with autocast(self.compute_dtype, self._device):
+            out = self._copy.model.get_decoder()(input_ids=ids, attention_mask=attn, position_ids=positions, use_cache=True,
+                                                 **{self._decoder_cache_kw: cache})
+        return output_logits(self.model, out.last_hidden_state[:, -1])
 
     def _finished(self, tokens: list[int], budget: int, stop_ids: set[int], stops: tuple[str, ...], tail_len: int):
         if tokens[-1] in stop_ids:
@@ -286,6 +342,14 @@ class HFPolicy:
         self._version += 1
         logger.debug("updated %d tensors; weight version %d", len(seen), self._version)
 
+    def release_memory(self) -> None:
+        """Drop the kept KV rows and free the bfloat16 copy of the weights until the next `generate`: what an
+        update should not hold beside its activations, since both are stale after its optimizer step."""
+        self._kept.clear()
+        if self._copy is not None:
+            self._copy.release()
+            self._copy_fingerprint = None
+
     def mark_updated(self) -> None:
         """Count an in-place update of the shared model (e.g. an optimizer step) as a new weight version."""
         self._kept.clear()
@@ -299,10 +363,22 @@ class HFPolicy:
         return {
             "policy": "hf",
             "model": getattr(self.model.config, "_name_or_path", "") or self.config.model,
-            "dtype": str(next(self.model.parameters()).dtype),
+            "dtype": dtype_name(self.compute_dtype),
             "device": str(self._device),
             "weight_version": self._version,
         }
+
+
+def _compute_dtype(model: torch.nn.Module, setting: str, device: torch.device) -> torch.dtype:
+    """The precision `setting` asks for on `device`, for a model whose weights are float32; a model loaded in
+    another dtype computes in that dtype."""
+    weights = next(model.parameters()).dtype
+    if weights != torch.float32:
+        return weights
+    if setting not in PRECISIONS:
+        raise ConfigError(f"dtype {setting!r} needs a model loaded in it (HFPolicy.from_config does that); this model's weights are "
+                          f"float32: give dtype one of {', '.join(PRECISIONS)}")
+    return compute_dtype(setting, device)
 
 
 def _stack_kept(kept: list[KeptRow | None], layer: int, width: int, model, device) -> tuple[torch.Tensor | None, torch.Tensor | None]:
@@ -320,30 +396,3 @@ def _stack_kept(kept: list[KeptRow | None], layer: int, width: int, model, devic
             keys[i, :, width - k.shape[1] :] = k
             values[i, :, width - v.shape[1] :] = v
     return keys, values
-
-
-def sample_tokens(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """Sample one token per row of `logits` (R, V) and return (tokens (R,), their logprobs (R,)).
-
-    The logprob is `log_softmax(logits / T)` before top-k / top-p filtering (T = 1 when greedy).
-    """
-    if params.temperature == 0:
-        logp = torch.log_softmax(logits, dim=-1)
-        tok = logp.argmax(dim=-1)
-        return tok, logp.gather(1, tok[:, None])[:, 0]
-    scaled = logits / params.temperature
-    logp = torch.log_softmax(scaled, dim=-1)
-    filtered = scaled
-    if params.top_k > 0 and params.top_k < filtered.shape[-1]:
-        kth = torch.topk(filtered, params.top_k, dim=-1).values[:, -1:]
-        filtered = filtered.masked_fill(filtered < kth, float("-inf"))
-    if params.top_p < 1.0:
-        sorted_logits, sorted_idx = torch.sort(filtered, dim=-1, descending=True)
-        cum = torch.softmax(sorted_logits, dim=-1).cumsum(dim=-1)
-        # Drop a token when the mass before it already reaches top_p; the most likely token always stays.
-        drop_sorted = (cum - torch.softmax(sorted_logits, dim=-1)) >= params.top_p
-        drop = torch.zeros_like(drop_sorted).scatter(1, sorted_idx, drop_sorted)
-        filtered = filtered.masked_fill(drop, float("-inf"))
-    probs = torch.softmax(filtered, dim=-1)
-    tok = torch.multinomial(probs, 1, generator=generator)[:, 0]
-    return tok, logp.gather(1, tok[:, None])[:, 0]

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
+from agents.precision import autocast, output_logits
 from agents.rollout.trajectory import Trajectory
 from searchgym.errors import ConfigError
 
@@ -80,6 +81,7 @@ def token_logprobs(
     *,
     temperature: float = 1.0,
     positions: torch.Tensor | None = None,
+    dtype: torch.dtype = torch.float32,
 ) -> torch.Tensor:
     """(N, T) teacher-forced `log_softmax(logits / temperature)` of each token given the tokens before it;
     column 0 is 0. `temperature` 0 is treated as 1 (greedy sampling reports unscaled logprobs).
@@ -88,17 +90,56 @@ def token_logprobs(
     are 0: the vocabulary projection and its softmax are a step's largest tensors (N x T x V floats), and
     most tokens (prompt, retrieved documents) never enter a loss.
 
+    `dtype` bfloat16 runs the decoder under autocast (`agents.precision`): its matrix products in bfloat16,
+    the float32 weights cast as they are used; the vocabulary projection and the softmax stay float32, so
+    this gives the numbers of an `HFPolicy` of that dtype.
+
     Right padding only (as `collate` produces): positions follow from the attention mask.
     """
     scale = 1.0 if temperature == 0 else float(temperature)
     position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
-    if positions is None:
+    if positions is None and dtype == torch.float32:
         logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids).logits.float()
         logp = torch.log_softmax(logits[:, :-1] / scale, dim=-1).gather(-1, input_ids[:, 1:, None])[..., 0]
         return torch.cat([logp.new_zeros((logp.shape[0], 1)), logp], dim=1) * attention_mask.to(logp.dtype)
-    hidden = model.get_decoder()(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids).last_hidden_state
+    with autocast(dtype, input_ids.device):
+        hidden = model.get_decoder()(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids).last_hidden_state
+    if positions is None:
+        positions = attention_mask
     # The logit that predicts token t comes from the hidden state at t - 1.
     rows, cols = positions[:, 1:].nonzero(as_tuple=True)
-    logits = model.get_output_embeddings()(hidden[rows, cols]).float() / scale
-    picked = torch.log_softmax(logits, dim=-1).gather(-1, input_ids[rows, cols + 1][:, None])[:, 0]
-    return torch.zeros(input_ids.shape, dtype=picked.dtype, device=picked.device).index_put((rows, cols + 1), picked)
+    scored, targets = hidden[rows, cols], input_ids[rows, cols + 1]
+    if not scored.requires_grad:  # nothing is kept for a backward pass: chunks bound the logits' memory for free
+        pieces = [_picked(model, h, t, scale) for h, t in zip(scored.split(HEAD_CHUNK), targets.split(HEAD_CHUNK))]
+    elif _recomputes(model):
+        from torch.utils.checkpoint import checkpoint
+
+        # A model that recomputes its layers' activations recomputes each chunk's logits too, rather than keep them.
+        pieces = [checkpoint(_picked, model, h, t, scale, use_reentrant=False)
+                  for h, t in zip(scored.split(HEAD_CHUNK), targets.split(HEAD_CHUNK))]
+    else:
+        pieces = [_picked(model, scored, targets, scale)]
+    picked = torch.cat(pieces) if pieces else scored.new_zeros(0)
+    return torch.zeros(input_ids.shape, dtype=torch.float32, device=input_ids.device).index_put((rows, cols + 1), picked.float())
+
+
+HEAD_CHUNK = 512
+"""Scored tokens whose vocabulary logits exist at once without gradients, and with activation checkpointing
+(`OptimConfig.gradient_checkpointing`; a chunk's logits are 49,152 floats a token for SmolLM2: 0.2 MB): a
+micro-batch of four ~600-token trajectories scores ~1,000 tokens, whose logits, log-softmax and gradients
+would take ~0.8 GB at the update's peak. With checkpointing, each chunk's logits are recomputed in the
+backward pass (the same numbers, one more vocabulary projection per scored token); without it, the update
+keeps them all, as before, and spends no time on a recompute."""
+
+
+def _picked(model: torch.nn.Module, hidden: torch.Tensor, targets: torch.Tensor, scale: float) -> torch.Tensor:
+    """(K,) `log_softmax(logits / scale)` at `targets` from (K, H) hidden states."""
+    logits = output_logits(model, hidden) / scale
+    return torch.log_softmax(logits, dim=-1).gather(-1, targets[:, None])[:, 0]
+
+
+def _recomputes(model: torch.nn.Module) -> bool:
+    """Whether `model` recomputes its layers' activations in backward (transformers >= 5.2x names it
+    `is_activation_checkpointing`, earlier versions `is_gradient_checkpointing`)."""
+    flag = getattr(model, "is_activation_checkpointing", None)
+    return bool(getattr(model, "is_gradient_checkpointing", False) if flag is None else flag)

@@ -143,7 +143,12 @@ class RolloutEngine:
 
     def rollout(self, resets: Sequence[Mapping[str, Any]] | int) -> list[Trajectory]:
         """Run one batch to the end. `resets` holds one `env.reset` keyword mapping (`seed`, `options`) per
-        question, or is a number of questions drawn by the envs. Returns B x G trajectories, group-major."""
+        question, or is a number of questions drawn by the envs. Returns B x G trajectories, group-major.
+
+        Questions run in waves of as many as the policy can keep every episode's KV cache for between turns
+        (`HFPolicy.episodes_at_once`; all at once for policies that do not say, e.g. servers): past that, an
+        in-process policy would prefill most episodes' whole context again every turn, and time and memory
+        per question would grow with the number of questions. The envs of one wave are reused by the next."""
         specs = [{}] * resets if isinstance(resets, int) else list(resets)
         if not specs:
             raise ConfigError("rollout needs at least one question")
@@ -154,7 +159,30 @@ class RolloutEngine:
         self.timing = RolloutTiming()
         counts = getattr(self.policy, "stats", None)
         before = counts.copy() if counts is not None else None
-        episodes = self._reset(specs)
+        # The first question's prompt sizes the waves: its tokens plus the response budget, per episode.
+        first = self._reset(specs[:1])
+        size = self._wave_size(len(first[0].ids), len(specs))
+        trajectories: list[Trajectory] = []
+        for offset in range(0, len(specs), size):
+            episodes = (first + self._reset(specs[1:size], offset=1, envs_from=len(first))) if offset == 0 else self._reset(
+                specs[offset : offset + size], offset=offset)
+            trajectories += self._run(episodes)
+        self.timing.total_s = time.perf_counter() - start
+        self.timing.sampled_tokens = sum(t.num_sampled_tokens for t in trajectories)
+        if before is not None:
+            self.timing.prefill_tokens = counts.prefill_tokens - before.prefill_tokens
+            self.timing.reused_tokens = counts.reused_tokens - before.reused_tokens
+        return trajectories
+
+    def _wave_size(self, prompt_tokens: int, questions: int) -> int:
+        """Questions per wave: as many groups as the policy keeps rows for at `prompt_tokens` plus the response
+        budget, at least one."""
+        fits = getattr(self.policy, "episodes_at_once", None)
+        rows = fits(prompt_tokens + self.config.max_response_tokens) if callable(fits) else None
+        return questions if rows is None else max(1, min(questions, rows // self.config.group_size))
+
+    def _run(self, episodes: list[_Episode]) -> list[Trajectory]:
+        """Every turn of `episodes` (reset), to their end."""
         stops = self._stops(episodes[0].env)
         while running := [e for e in episodes if e.end is None]:
             budgets = [min(self.config.max_turn_tokens, self.config.max_response_tokens - e.response_len) for e in running]
@@ -169,34 +197,31 @@ class RolloutEngine:
             for e, result in zip(to_step, self._step(to_step)):
                 self._after_step(e, *result)
         version = self.policy.weight_version
-        trajectories = [self._trajectory(e, version) for e in episodes]
-        self.timing.total_s = time.perf_counter() - start
-        self.timing.sampled_tokens = sum(t.num_sampled_tokens for t in trajectories)
-        if before is not None:
-            self.timing.prefill_tokens = counts.prefill_tokens - before.prefill_tokens
-            self.timing.reused_tokens = counts.reused_tokens - before.reused_tokens
-        return trajectories
+        return [self._trajectory(e, version) for e in episodes]
 
     # -- steps ------------------------------------------------------------------------------------------
 
-    def _reset(self, specs: list[Mapping[str, Any]]) -> list[_Episode]:
+    def _reset(self, specs: list[Mapping[str, Any]], offset: int = 0, envs_from: int = 0) -> list[_Episode]:
+        """Episodes of `specs` (questions `offset`, `offset + 1`, ... of the call), on the kept envs from
+        `envs_from` on."""
         g_size = self.config.group_size
-        self.reserve(len(specs) * g_size)
+        self.reserve(envs_from + len(specs) * g_size)
         start = time.perf_counter()
         episodes = []
         for g, spec in enumerate(specs):
-            obs, info = self._envs[g * g_size].reset(seed=spec.get("seed"), options=spec.get("options"))
+            first = envs_from + g * g_size
+            obs, info = self._envs[first].reset(seed=spec.get("seed"), options=spec.get("options"))
             prompt_text = self._prompt_text(obs)
             prompt_ids = self.tokenizer.encode(prompt_text, add_special_tokens=False)
             for s in range(g_size):
-                env = self._envs[g * g_size + s]
+                env = self._envs[first + s]
                 if s > 0:
                     # The other samples of the group must see the same question: ask for it by id.
                     same, info_s = env.reset(seed=spec.get("seed"), options={"question_id": info["question_id"]})
                     if same != obs:
-                        raise BatchError(f"env {g * g_size + s} did not reproduce question {info['question_id']!r}; make_env must build identical envs")
+                        raise BatchError(f"env {first + s} did not reproduce question {info['question_id']!r}; make_env must build identical envs")
                     info = info_s
-                episodes.append(_Episode(env, g, s, prompt_text, prompt_ids, dict(info)))
+                episodes.append(_Episode(env, offset + g, s, prompt_text, prompt_ids, dict(info)))
         self.timing.env_s += time.perf_counter() - start
         return episodes
 

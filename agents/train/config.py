@@ -19,6 +19,8 @@ from typing import Any, Literal, get_args
 
 from agents.learners.grpo import GRPOConfig
 from agents.learners.registry import get_learner, learner_for_config
+from agents.memory import MMAP_THRESHOLD
+from agents.precision import PRECISIONS, Precision
 from agents.rollout.config import RolloutConfig
 from searchgym.errors import ConfigError
 from searchgym.threads import check_threads
@@ -139,8 +141,9 @@ class OptimConfig:
     """Trajectories per forward/backward; gradients accumulate over the step (micro-batches are formed from
     trajectories of similar length, and the gradient does not depend on their size)."""
     gradient_checkpointing: bool = False
-    """Recompute each decoder layer's activations in the backward pass instead of keeping them: about a third
-    more update compute for a fraction of the activation memory; the same gradient within float noise."""
+    """Recompute each decoder layer's activations in the backward pass instead of keeping them, and the
+    vocabulary logits `agents.rollout.batch.HEAD_CHUNK` scored tokens at a time: about a third more update
+    compute for a fraction of the activation memory; the same gradient within float noise."""
     max_grad_norm: float = 1.0
     """Gradients are clipped to this global norm before each optimizer step."""
     adamw: str = "fused"
@@ -198,6 +201,16 @@ class TrainConfig:
     """Policy: `smollm2-135m`, a local folder, a hub id (online), or `tiny` (a random 2-layer model for tests)."""
     device: str = "cpu"
     """Where the trained model (and a learner's second model) lives and updates: `cpu`, `cuda`, `cuda:1`, ..."""
+    dtype: Precision = "auto"
+    """The precision the trained models compute in (`agents.precision`), in rollouts, evaluations, the
+    update and the cold starts alike: `bfloat16` runs the decoder's matrix products in bfloat16 (the update
+    under autocast, the sampler on a bfloat16 copy of the linear weights), while the weights, the optimizer
+    states, the vocabulary projection, logprobs, loss, advantages and KL stay float32; `float32` runs
+    everything in float32; `auto` is bfloat16 on a CPU with native bfloat16 instructions (`avx512_bf16`,
+    `amx_bf16`, Arm `bf16`: about twice the float32 matmul rate) and float32 elsewhere. Checkpoints record
+    the precision a run computed in; a resume is exact at the same one. A resume in the other one continues
+    with a warning, or is refused (`CheckpointError`) when the checkpoint holds a cold-started KL reference,
+    which a bfloat16 run keeps with bfloat16 linear weights."""
     distributed: bool = False
     """Data-parallel update under `accelerate` (DDP): launch with `accelerate launch --num_processes N -m agents
     train --distributed ...`; each process rolls out and updates on its share of every step's questions
@@ -207,7 +220,7 @@ class TrainConfig:
     """How a distributed update holds the weights: `none`, a whole replica per process (DDP); `fsdp2`, each
     decoder layer and the root sharded over the processes with FSDP2 (`agents.train.fsdp`): weights,
     gradients and optimizer states take 1/N of the memory each, bfloat16 compute where the GPU supports it,
-    float32 on CPU. Needs `distributed=True` and at least 2 processes; checkpoints are then sharded
+    float32 parameters computing in `dtype` on CPU. Needs `distributed=True` and at least 2 processes; checkpoints are then sharded
     (`torch.distributed.checkpoint`), `python -m agents export` turns one into a model folder."""
     cpu_offload: bool = False
     """With `sharding="fsdp2"` on GPUs: keep the parameter shards and the optimizer states in host memory
@@ -224,11 +237,12 @@ class TrainConfig:
     threads: int | None = None
     """Threads for torch, numba, FAISS and BLAS in this process (None: the physical cores it may use;
     `searchgym.threads`). On a shared machine, fewer threads than cores can be faster."""
-    malloc_mmap_threshold: int | None = None
-    """Fix glibc's mmap threshold at this many bytes for the process (`agents.memory.tune_allocator`; e.g.
-    1048576): freed tensors go back to the OS instead of fragmenting the heap. A trade, measured in
-    docs/experiment-log.md: less peak memory and faster decoding, a slower update (fresh pages fault in). None
-    keeps glibc's own behaviour."""
+    malloc_mmap_threshold: int | None = MMAP_THRESHOLD
+    """Fix glibc's mmap threshold at this many bytes for the process (`agents.memory.tune_allocator`; 1 MiB by
+    default): freed tensors go back to the OS instead of fragmenting the heap, for gigabytes less peak memory
+    and faster decoding, at the cost of page faults in the update (measured in docs/learners.md, "CPU
+    precision (bfloat16)", and docs/experiment-log.md). 0 or None keeps glibc's own behaviour; elsewhere
+    than glibc it changes nothing."""
     out_dir: str = "runs/train"
     """Checkpoints, metrics.jsonl, caches and pushed weights go here."""
     checkpoint_every: int = 1
@@ -253,8 +267,11 @@ class TrainConfig:
                 raise ConfigError(f"TrainConfig.{name} must be an {kind.__name__}, got {getattr(self, name)!r}")
         _check_training_rollout(self.rollout, self.optim)
         _at_least(self, 1, "steps", "questions_per_step")
-        if self.malloc_mmap_threshold is not None and self.malloc_mmap_threshold < 4096:
-            raise ConfigError(f"malloc_mmap_threshold must be None or at least 4096 bytes (a page), got {self.malloc_mmap_threshold}")
+        if self.dtype not in PRECISIONS:
+            raise ConfigError(f"dtype must be one of {', '.join(PRECISIONS)}, got {self.dtype!r}")
+        if self.malloc_mmap_threshold and self.malloc_mmap_threshold < 4096:
+            raise ConfigError(f"malloc_mmap_threshold must be 0 (glibc's own behaviour) or at least 4096 bytes (a page), got "
+                              f"{self.malloc_mmap_threshold}")
         check_threads(self.threads)
         if self.eval_questions < 0 or self.checkpoint_every < 0:
             raise ConfigError("eval_questions and checkpoint_every must be >= 0")

@@ -107,3 +107,30 @@ def merge_metrics(accelerator, metrics: dict[str, float]) -> dict[str, float]:
         else:
             out[k] = sum(values) / len(values)
     return out
+
+
+def data_parallel_step(accelerator, model: torch.nn.Module, trajectories: Sequence, targets, settings, **kwargs):
+    """`policy_gradient_step` of a second model (a whole replica on every rank) over the whole step: this
+    rank's rows with the step's denominator, then the gradients summed over ranks (see the trainer's `update`)."""
+    from agents.train.metrics import global_stats
+    from agents.train.update import loss_rows, policy_gradient_step
+
+    rows, tokens = loss_rows(trajectories, targets)
+    total_tokens, total_rows = all_reduce_sum(accelerator, [tokens, len(rows)])
+    local = policy_gradient_step(model, trajectories, targets, settings, denominator=settings.denominator(total_tokens, total_rows), **kwargs)
+    sum_gradients(accelerator, model.parameters())
+    return global_stats(accelerator, local, total_tokens)
+
+
+def gather_objects(obj: Any) -> list[Any]:
+    """Every rank's `obj`, in rank order (each rank calls it)."""
+    from accelerate.utils import gather_object
+
+    return gather_object([obj])
+
+
+def broadcast_weights(world: int, model: torch.nn.Module) -> None:
+    """Rank 0's weights of `model` into every rank's."""
+    if world > 1:
+        for tensor in model.state_dict().values():
+            torch.distributed.broadcast(tensor, src=0)

@@ -43,22 +43,24 @@ BUCKET_BYTES = 256 * 2**20
 
 
 class LogprobModel(torch.nn.Module):
-    """The root FSDP module around a causal LM: `forward` is `token_logprobs(lm, ...)`.
+    """The root FSDP module around a causal LM: `forward` is `token_logprobs(lm, ..., dtype=dtype)`.
 
     Its state-dict keys are the LM's with the prefix `lm.`."""
 
-    def __init__(self, lm: torch.nn.Module):
+    def __init__(self, lm: torch.nn.Module, dtype: torch.dtype = torch.float32):
         super().__init__()
         self.lm = lm
+        self.dtype = dtype
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, *, temperature: float = 1.0,
                 positions: torch.Tensor | None = None) -> torch.Tensor:
-        return token_logprobs(self.lm, input_ids, attention_mask, temperature=temperature, positions=positions)
+        return token_logprobs(self.lm, input_ids, attention_mask, temperature=temperature, positions=positions, dtype=self.dtype)
 
 
 def mixed_precision_dtype(device: torch.device) -> torch.dtype | None:
-    """bfloat16 compute where the device supports it (CUDA with bf16), None (float32 throughout) elsewhere:
-    CPU bfloat16 matmuls are slow on most CPUs and would move the logprobs off the sampler's."""
+    """bfloat16 parameters for the compute where the device supports it (CUDA with bf16), None (float32
+    parameters) elsewhere: on CPU the root's autocast (`TrainConfig.dtype`, `agents.precision`) decides the
+    matmuls' precision and keeps the vocabulary projection float32, as the in-process sampler does."""
     if device.type == "cuda" and torch.cuda.is_available() and torch.cuda.is_bf16_supported():
         return torch.bfloat16
     return None
@@ -68,9 +70,10 @@ class ShardedModel:
     """A causal LM sharded with FSDP2 over every rank of the default process group.
 
     `lm` is sharded in place (its parameters become DTensor shards); `root` is what the loss calls and what
-    the optimizer and the checkpoints see."""
+    the optimizer and the checkpoints see. Where FSDP2 keeps float32 parameters (CPU), `autocast` is the
+    precision of the forward passes (`agents.precision`; `TrainConfig.dtype`)."""
 
-    def __init__(self, lm: torch.nn.Module, device: torch.device, *, cpu_offload: bool = False):
+    def __init__(self, lm: torch.nn.Module, device: torch.device, *, cpu_offload: bool = False, autocast: torch.dtype = torch.float32):
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import CPUOffloadPolicy, FSDPModule, MixedPrecisionPolicy, fully_shard
 
@@ -90,14 +93,14 @@ class ShardedModel:
             kwargs["mp_policy"] = MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32)
         if cpu_offload:
             kwargs["offload_policy"] = CPUOffloadPolicy()
-        self.compute_dtype = dtype or torch.float32
+        self.compute_dtype = dtype or autocast
         layers = getattr(lm.get_decoder(), "layers", None)
         if layers is None:
             raise ConfigError(f"{type(lm).__name__} has no decoder.layers to shard one by one; sharding='fsdp2' supports "
                               "decoder-only transformers models (Llama, Qwen, SmolLM)")
         for layer in layers:
             fully_shard(layer, **kwargs)
-        self.root = LogprobModel(lm)
+        self.root = LogprobModel(lm, torch.float32 if dtype is not None else autocast)
         fully_shard(self.root, **kwargs)
         for module in self.root.modules():
             if isinstance(module, FSDPModule):

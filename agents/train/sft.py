@@ -59,18 +59,18 @@ def oracle_example(env: gym.Env, tokenizer, index: int) -> Example:
 def sft_step(
     model: torch.nn.Module, examples: Sequence[Example], *, pad_id: int, micro_batch: int,
     total: int | None = None, backward: Callable[[torch.Tensor], None] | None = None,
-    logprobs: Callable[..., torch.Tensor] | None = None,
+    logprobs: Callable[..., torch.Tensor] | None = None, dtype: torch.dtype = torch.float32,
 ) -> float:
     """Accumulate the gradient of the mean negative log-likelihood of the masked tokens; returns the loss.
 
     Data parallel: `total` is the masked-token count over every rank's examples (so the ranks' gradients
     and losses sum to the single-process ones), `backward` replaces `loss.backward()` and `logprobs` replaces
-    `token_logprobs(model, ...)` (as in `policy_gradient_step`)."""
+    `token_logprobs(model, ...)` (as in `policy_gradient_step`); `dtype` is the forward passes' precision."""
     if total is None:
         total = sum(sum(e.loss_mask) for e in examples)
     device = next(model.parameters()).device
     if logprobs is None:
-        logprobs = partial(token_logprobs, model)
+        logprobs = partial(token_logprobs, model, dtype=dtype)
     loss_sum = 0.0
     for start in range(0, len(examples), micro_batch):
         chunk = examples[start : start + micro_batch]
@@ -121,7 +121,7 @@ def cold_start(trainer) -> list[float]:
         optimizer.zero_grad(set_to_none=True)
         if acc is None:
             batch = [oracle_example(env, tokenizer, i) for i in chosen]
-            losses.append(sft_step(model, batch, pad_id=tokenizer.pad_token_id, micro_batch=c.optim.micro_batch))
+            losses.append(sft_step(model, batch, pad_id=tokenizer.pad_token_id, micro_batch=c.optim.micro_batch, dtype=trainer.compute_dtype))
             torch.nn.utils.clip_grad_norm_(params, c.optim.max_grad_norm)
         else:
             batch = [oracle_example(env, tokenizer, i) for i in shard(chosen, trainer.rank, trainer.world)]
@@ -135,7 +135,7 @@ def cold_start(trainer) -> list[float]:
             else:
                 with acc.no_sync(trainer.wrapped):
                     local = sft_step(model, batch, pad_id=tokenizer.pad_token_id, micro_batch=c.optim.micro_batch, total=int(total),
-                                     backward=acc.backward)
+                                     backward=acc.backward, dtype=trainer.compute_dtype)
                 sum_gradients(acc, params)
                 acc.clip_grad_norm_(params, c.optim.max_grad_norm)
             losses.append(all_reduce_sum(acc, [local])[0])

@@ -31,9 +31,9 @@ from __future__ import annotations
 import copy
 import logging
 import time
-from collections.abc import Sequence
 from contextlib import nullcontext
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -42,16 +42,17 @@ import numpy as np
 import torch
 
 import searchgym  # noqa: F401  (registers the env ids)
-from agents.core import LossSettings
 from agents.learners.batch import LearnerBatch
 from agents.learners.registry import SecondModel, SecondModelContext, learner_for_config
 from agents.memory import peak_rss_gb, tune_allocator
 from agents.policies.hf import HFPolicy, HFPolicyConfig
+from agents.precision import compute_dtype, dtype_name, frozen_copy
 from agents.rollout import RolloutEngine
 from agents.train import setup
-from agents.train.checkpoint import load_newest_valid, save_checkpoint
+from agents.train.checkpoint import CheckpointError, load_newest_valid, save_checkpoint
 from agents.train.config import TrainConfig
-from agents.train.distributed import all_reduce_sum, make_accelerator, merge_metrics, shard, sum_gradients, world_size
+from agents.train.distributed import (all_reduce_sum, broadcast_weights, data_parallel_step, gather_objects, make_accelerator, merge_metrics,
+                                      shard, sum_gradients, world_size)
 from agents.train.evaluate import Evaluation, evaluate_policy
 from agents.train.fsdp import ShardedModel
 from agents.train.metrics import MetricsLog, global_stats, signal_summary, step_rollout_metrics
@@ -72,8 +73,7 @@ class Trainer:
         self.out.mkdir(parents=True, exist_ok=True)
         setup.check_device(config.device)
         set_threads(config.threads)
-        if config.malloc_mmap_threshold is not None:
-            tune_allocator(config.malloc_mmap_threshold)
+        tune_allocator(config.malloc_mmap_threshold or None)
         if not config.distributed and world_size() > 1:
             raise ConfigError(f"started as one of {world_size()} processes (accelerate launch or torchrun) without "
                               "distributed=True: every process would run the whole job into the same out_dir; pass --distributed")
@@ -90,6 +90,8 @@ class Trainer:
         if config.optim.cold_start_steps > 0 and config.optim.cold_start_batch % self.world:
             raise ConfigError(f"cold_start_batch={config.optim.cold_start_batch} must be divisible by the {self.world} processes")
         device = str(self.accelerator.device) if self.accelerator else config.device
+        self.compute_dtype = compute_dtype(config.dtype, device)
+        """The precision of every forward pass of the trained models (`TrainConfig.dtype` resolved here)."""
         setup.seed_everything(config.seed)
         self.learner = learner_for_config(config.learner)
         """The registered learner (`LearnerSpec`): its batch function, env needs and second model."""
@@ -100,7 +102,7 @@ class Trainer:
         self.model.train()
         if config.optim.gradient_checkpointing:
             setup.enable_activation_checkpointing(self.model)
-        self.reference = copy.deepcopy(self.model).eval() if self.learner_config.kl_coef > 0 else None
+        self.reference = frozen_copy(self.model, self.compute_dtype) if self.learner_config.kl_coef > 0 else None
         """The KL's frozen reference: the policy RL starts from (after the cold start, when the run has one)."""
         self.sharded: ShardedModel | None = None
         """The FSDP2-sharded policy (`sharding="fsdp2"`): what the update, the optimizer and the checkpoints use.
@@ -110,9 +112,11 @@ class Trainer:
             lm = self.model
             if config.rollout.backend == "hf":
                 self.model = copy.deepcopy(lm).requires_grad_(False)
-            self.sharded = ShardedModel(lm, torch.device(device), cpu_offload=config.cpu_offload)
+            self.sharded = ShardedModel(lm, torch.device(device), cpu_offload=config.cpu_offload, autocast=self.compute_dtype)
+        # Served rollouts never sample here: no bfloat16 copy of the weights for them (the servers run their own dtype).
         self.policy = HFPolicy(self.model, self.tokenizer, config=HFPolicyConfig(
-            model=config.model, seed=config.seed, reuse_kv=config.rollout.reuse_kv, max_batch_rows=config.rollout.max_batch_rows))
+            model=config.model, seed=config.seed, reuse_kv=config.rollout.reuse_kv, max_batch_rows=config.rollout.max_batch_rows,
+            dtype=dtype_name(self.compute_dtype) if config.rollout.backend == "hf" else "float32"))
         self.rollout_policy = setup.rollout_policy(config, self.policy, self.tokenizer, self.rank)
         """What samples rollouts and evaluations: `self.policy` (hf), a FanOutPolicy over SGLang clients, or a RouterPolicy."""
         self.models: dict[str, torch.nn.Module] = {"policy": self.model}
@@ -131,11 +135,12 @@ class Trainer:
         self.second_model: SecondModel | None = self.learner.make_second_model(SecondModelContext(
             learner_config=self.learner_config, policy_model=config.model, seed=config.seed, device=config.device,
             micro_batch=config.optim.micro_batch, max_grad_norm=config.optim.max_grad_norm,
-            load_model=self._load_second_model, optimizer=self._optimizer,
-            policy_gradient_step=policy_gradient_step if self.accelerator is None else self._data_parallel_step,
-            supervised_step=sft_step, rank=self.rank,
-            gather_objects=None if self.accelerator is None else self._gather_objects,
-            synchronize=None if self.accelerator is None else self._synchronize))
+            load_model=self._load_second_model, optimizer=self._optimizer, dtype=dtype_name(self.compute_dtype),
+            policy_gradient_step=partial(policy_gradient_step, dtype=self.compute_dtype) if self.accelerator is None
+            else partial(data_parallel_step, self.accelerator, dtype=self.compute_dtype),
+            supervised_step=partial(sft_step, dtype=self.compute_dtype), rank=self.rank,
+            gather_objects=None if self.accelerator is None else gather_objects,
+            synchronize=None if self.accelerator is None else partial(broadcast_weights, self.world)))
         """The learner's second trained model (COSEARCH's ranker), or None."""
         if self.second_model is not None:
             self.models.update(self.second_model.models)
@@ -164,28 +169,6 @@ class Trainer:
         except BaseException:
             self.close()
             raise
-
-    def _data_parallel_step(self, model: torch.nn.Module, trajectories: Sequence, targets: LearnerBatch, settings: LossSettings,
-                            **kwargs) -> UpdateStats:
-        """`policy_gradient_step` of a second model (a whole replica on every rank) over the whole step: this
-        rank's rows with the step's denominator, then the gradients summed over ranks (see `update`)."""
-        acc = self.accelerator
-        rows, tokens = loss_rows(trajectories, targets)
-        total_tokens, total_rows = all_reduce_sum(acc, [tokens, len(rows)])
-        local = policy_gradient_step(model, trajectories, targets, settings, denominator=settings.denominator(total_tokens, total_rows),
-                                     **kwargs)
-        sum_gradients(acc, model.parameters())
-        return global_stats(acc, local, total_tokens)
-
-    def _gather_objects(self, obj: Any) -> list[Any]:
-        from accelerate.utils import gather_object
-
-        return gather_object([obj])
-
-    def _synchronize(self, model: torch.nn.Module) -> None:
-        if self.world > 1:
-            for tensor in model.state_dict().values():
-                torch.distributed.broadcast(tensor, src=0)
 
     def _optimizer(self, model: torch.nn.Module):
         return setup.make_optimizer(model, self.config.optim.lr, self.config.optim.warmup_steps, self.config.optim.adamw)
@@ -236,12 +219,18 @@ class Trainer:
     def train_step(self) -> dict[str, float]:
         c = self.config
         start = time.perf_counter()
+        for optimizer, _ in self.optimizers.values():
+            optimizer.zero_grad(set_to_none=True)  # the last step's gradients (a second model's too) are spent
         if self.second_model is not None:
             self.second_model.begin_step()
         indices = self.questions(c.questions_per_step)
         trajectories = self.rollout_share(shard(indices, self.rank, self.world), self.step, self.rank)
         rollout_s = time.perf_counter() - start
         targets = self.learner.batch(trajectories, self.learner_config)
+        # Kept KV rows and bfloat16 copies of the weights are stale after the update: room for its activations.
+        self.policy.release_memory()
+        if self.second_model is not None:
+            self.second_model.release_memory()
         update_start = time.perf_counter()
         stats, grad_norm = self.update(trajectories, targets)
         update_s = time.perf_counter() - update_start
@@ -261,6 +250,7 @@ class Trainer:
             metrics["time/sync_s"] = sync_s
         metrics.update(targets.metrics)
         if self.second_model is not None:
+            self.optimizers["policy"][0].zero_grad(set_to_none=True)  # not held through the second model's update
             second_start = time.perf_counter()
             metrics.update(self.second_model.train_step(trajectories, self.env))
             metrics["time/second_model_s"] = time.perf_counter() - second_start
@@ -295,7 +285,7 @@ class Trainer:
         # budget is the norm length of seq-mean-token-sum-norm (Dr.GRPO).
         settings = lc.loss_settings(c.rollout.max_response_tokens)
         kwargs = {"pad_id": self.tokenizer.pad_token_id, "micro_batch": c.optim.micro_batch, "reference": self.reference,
-                  "temperature": c.rollout.temperature}
+                  "temperature": c.rollout.temperature, "dtype": self.compute_dtype}
         params = [p for p in self.model.parameters() if p.requires_grad]
         acc = self.accelerator
         if acc is None:
@@ -383,7 +373,8 @@ class Trainer:
     def save(self) -> Path | None:
         """Write a checkpoint (rank 0 only: the ranks hold the same weights; others return None). Sharded, every
         rank writes its shards (`agents.train.sharded_checkpoint`) and rank 0 the rest."""
-        state = {"position": self.position, "config": setup.jsonable_config(self.config), "versions": {"policy": self.policy.weight_version}}
+        state = {"position": self.position, "config": setup.jsonable_config(self.config), "versions": {"policy": self.policy.weight_version},
+                 "dtype": dtype_name(self.compute_dtype)}
         if self.sharded is not None:
             return save_sharded(self.out / "checkpoints", self.step, self.sharded, *self.optimizers["policy"], self.tokenizer, state,
                                 whole=self._whole_models())
@@ -400,13 +391,30 @@ class Trainer:
     def _load_newest(self) -> tuple[Path, dict] | None:
         root = self.out / "checkpoints"
         if self.sharded is not None:
-            return load_newest_sharded(root, self.sharded, *self.optimizers["policy"], check=setup.check_run_state,
+            return load_newest_sharded(root, self.sharded, *self.optimizers["policy"], check=self._check_state,
                                        whole=self._whole_models())
-        return load_newest_valid(root, self.models, self.optimizers, check=setup.check_run_state)
+        return load_newest_valid(root, self.models, self.optimizers, check=self._check_state)
+
+    def _check_state(self, path: Path, state: dict) -> None:
+        """`setup.check_run_state`, and a checkpointed KL reference in this run's precision: a bfloat16 run keeps
+        its reference's linear weights in bfloat16 (`agents.precision.frozen_copy`), which a float32 run's
+        reference cannot load, nor the reverse."""
+        setup.check_run_state(path, state)
+        saved = state.get("dtype", "float32")
+        references = sorted(name for name in self.models if name.endswith("reference"))
+        if references and saved != dtype_name(self.compute_dtype):
+            raise CheckpointError(f"{path} was computed in {saved} and holds the cold-started KL reference "
+                                  f"({', '.join(references)}) in that precision; this run computes in "
+                                  f"{dtype_name(self.compute_dtype)} (dtype={self.config.dtype!r}): resume with "
+                                  f"TrainConfig.dtype={saved!r} (--dtype {saved})")
 
     def _restore(self, path: Path, state: dict) -> None:
         self.step = int(path.name.split("-")[1])
         self.position = int(state["position"])
+        if state.get("dtype", "float32") != dtype_name(self.compute_dtype):
+            logger.warning("%s was computed in %s, this run computes in %s (dtype=%r): it continues, but not as the uninterrupted "
+                           "run would have; set TrainConfig.dtype to %s for that", path, state.get("dtype", "float32"),
+                           dtype_name(self.compute_dtype), self.config.dtype, state.get("dtype", "float32"))
         self.policy.mark_updated()
         if self.second_model is not None:
             self.second_model.mark_restored()

@@ -52,6 +52,7 @@ def policy_gradient_step(
     denominator: float | None = None,
     backward: Callable[[torch.Tensor], None] | None = None,
     logprobs: Callable[..., torch.Tensor] | None = None,
+    dtype: torch.dtype = torch.float32,
 ) -> UpdateStats:
     """Accumulate the policy loss's gradient over every included trajectory into `model`'s `.grad`.
 
@@ -67,6 +68,10 @@ def policy_gradient_step(
     replaces `token_logprobs(model, ...)` (a sharded model's root, `agents.train.fsdp`). The stats are then
     this rank's share: `loss` and `kl` sum over ranks, the clip fractions and the mean ratio are means over
     `loss_tokens`.
+
+    `dtype`: the precision of the forward passes (`agents.precision`; bfloat16: the decoder under autocast,
+    the logprobs, the loss and the float32 gradients of the float32 weights as ever), for the policy and
+    the reference alike.
     """
     rows, total_tokens = loss_rows(trajectories, targets)
     if not rows:
@@ -80,7 +85,7 @@ def policy_gradient_step(
     with_kl = reference is not None and settings.kl_coef > 0
     device = next(model.parameters()).device
     if logprobs is None:
-        logprobs = partial(token_logprobs, model)
+        logprobs = partial(token_logprobs, model, dtype=dtype)
     sums = {"loss": 0.0, "kl": 0.0, "high": 0.0, "low": 0.0, "ratio": 0.0}
     for start in range(0, len(rows), micro_batch):
         chunk = [trajectories[i] for i in rows[start : start + micro_batch]]
@@ -94,7 +99,7 @@ def policy_gradient_step(
         ref = None
         if with_kl:
             with torch.no_grad():
-                ref = token_logprobs(reference, ids, attention, temperature=temperature, positions=mask)
+                ref = token_logprobs(reference, ids, attention, temperature=temperature, positions=mask, dtype=dtype)
         out = loss_fn(new, old, advantages, mask, settings, ref_logprobs=ref, denominator=denominator)
         if backward is None:
             out.loss.backward()

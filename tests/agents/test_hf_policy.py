@@ -10,14 +10,26 @@ import torch
 from agents.models import TinyModelConfig, build_tiny_model, save_model
 from agents.policies import Policy, SamplingParams
 from agents.policies.hf import HFPolicy, HFPolicyConfig, sample_tokens
+from agents.rollout.batch import token_logprobs
 from searchgym.errors import BatchError, ConfigError, DataError
 
 TOL = 1e-4
 
+TOLERANCE = {"float32": TOL, "bfloat16": 1e-2}
+"""How far the sampler's logprob of a token may be from a teacher-forced forward pass of the same weights at
+the same precision. float32: the two differ only in summation order. bfloat16 keeps 8 significant bits, and a
+decode step (one row of keys at a time, from a cache) and the teacher-forced pass (every position at once)
+accumulate each product in another order, so a rounding to bfloat16 can fall on either side: one such step
+moves a logit of the tiny model (|logit| < 2) by up to 2^-8, and a logprob by twice that. 1e-2 allows a few
+(measured on this model: at most 5e-4; SmolLM2-135M, with 30 layers: median 0.01, at most 0.16)."""
 
-def rescored(model, prompt: list[int], completion: list[int], temperature: float) -> torch.Tensor:
-    """log_softmax(logits / T) of each completion token, from one unpadded forward pass."""
+
+def rescored(model, prompt: list[int], completion: list[int], temperature: float, dtype: str = "float32") -> torch.Tensor:
+    """log_softmax(logits / T) of each completion token, from one unpadded forward pass at `dtype`."""
     ids = torch.tensor([prompt + completion])
+    if dtype != "float32":
+        with torch.no_grad():
+            return token_logprobs(model, ids, torch.ones_like(ids), temperature=temperature, dtype=getattr(torch, dtype))[0, len(prompt) :]
     with torch.no_grad():
         logits = model(ids).logits[0].float()
     scale = 1.0 if temperature == 0 else temperature
@@ -29,9 +41,11 @@ def test_hf_policy_satisfies_the_protocol(tiny_policy):
     assert isinstance(tiny_policy, Policy)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 @pytest.mark.parametrize("temperature,top_p,top_k", [(1.0, 1.0, 0), (0.7, 0.9, 0), (1.3, 1.0, 20), (0.0, 1.0, 0)])
-def test_logprobs_match_teacher_forcing(tiny, tiny_policy, temperature, top_p, top_k):
+def test_logprobs_match_teacher_forcing(tiny, temperature, top_p, top_k, dtype):
     model, tok = tiny
+    tiny_policy = HFPolicy(model, tok, config=HFPolicyConfig(seed=0, dtype=dtype))
     # Prompts of different lengths, so batching needs left padding.
     prompts = [tok.encode(t, add_special_tokens=False) for t in ("Who discovered radioactivity?", "a", "<search> river </search> then")]
     params = SamplingParams(n=2, temperature=temperature, top_p=top_p, top_k=top_k, max_new_tokens=12, stop_token_ids=())
@@ -40,8 +54,8 @@ def test_logprobs_match_teacher_forcing(tiny, tiny_policy, temperature, top_p, t
     for prompt, group in zip(prompts, outs):
         for c in group:
             assert len(c.token_ids) == 12 and c.finish_reason == "length"
-            ref = rescored(model, prompt, c.token_ids, temperature)
-            assert torch.allclose(ref, torch.tensor(c.logprobs), atol=TOL), (ref, c.logprobs)
+            ref = rescored(model, prompt, c.token_ids, temperature, dtype)
+            assert torch.allclose(ref, torch.tensor(c.logprobs), atol=TOLERANCE[dtype]), (ref, c.logprobs)
             assert c.text == tok.decode(c.token_ids, skip_special_tokens=True)
 
 
@@ -57,15 +71,16 @@ def test_greedy_is_the_argmax_and_samples_agree(tiny, tiny_policy):
         ids.append(t)
 
 
-def test_per_prompt_budgets_and_chunking(tiny):
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_per_prompt_budgets_and_chunking(tiny, dtype):
     model, tok = tiny
-    policy = HFPolicy(model, tok, config=HFPolicyConfig(seed=1, max_batch_rows=2))  # 3 prompts x n=2 -> 3 chunks
+    policy = HFPolicy(model, tok, config=HFPolicyConfig(seed=1, max_batch_rows=2, dtype=dtype))  # 3 prompts x n=2 -> 3 chunks
     prompts = [tok.encode(t, add_special_tokens=False) for t in ("one", "two two", "three three three")]
     outs = policy.generate(prompts, SamplingParams(n=2, max_new_tokens=9, stop_token_ids=()), max_new_tokens=[3, 9, 5])
     assert [[len(c.token_ids) for c in g] for g in outs] == [[3, 3], [9, 9], [5, 5]]
     for prompt, group in zip(prompts, outs):
         for c in group:
-            assert torch.allclose(rescored(model, prompt, c.token_ids, 1.0), torch.tensor(c.logprobs), atol=TOL)
+            assert torch.allclose(rescored(model, prompt, c.token_ids, 1.0, dtype), torch.tensor(c.logprobs), atol=TOLERANCE[dtype])
 
 
 def test_stop_strings_end_generation_at_the_completing_token(tiny, tiny_policy):
@@ -105,11 +120,13 @@ def test_seeds_make_sampling_reproducible(tiny_policy, tiny):
     assert [x.token_ids for x in a] != [x.token_ids for x in c]
 
 
-def test_weight_updates_change_logprobs_as_the_new_weights_predict(tiny, tmp_path):
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_weight_updates_change_logprobs_as_the_new_weights_predict(tiny, tmp_path, dtype):
+    """With bfloat16, the sampler's copy of the linear weights follows the loaded weights."""
     model_a, tok = build_tiny_model(TinyModelConfig(seed=0))
     model_b, _ = build_tiny_model(TinyModelConfig(seed=1))
     save_model(model_b, tok, tmp_path / "b")
-    policy = HFPolicy(model_a, tok, config=HFPolicyConfig(seed=0))
+    policy = HFPolicy(model_a, tok, config=HFPolicyConfig(seed=0, dtype=dtype))
     prompt = tok.encode("Which river flows through Rome?", add_special_tokens=False)
     greedy = SamplingParams(temperature=0.0, max_new_tokens=8, stop_token_ids=())
     before = policy.generate([prompt], greedy)[0][0]
@@ -117,7 +134,7 @@ def test_weight_updates_change_logprobs_as_the_new_weights_predict(tiny, tmp_pat
     assert policy.weight_version == 1
     after = policy.generate([prompt], greedy)[0][0]
     fresh_b, _ = build_tiny_model(TinyModelConfig(seed=1))
-    assert torch.allclose(rescored(fresh_b, prompt, after.token_ids, 0.0), torch.tensor(after.logprobs), atol=TOL)
+    assert torch.allclose(rescored(fresh_b, prompt, after.token_ids, 0.0, dtype), torch.tensor(after.logprobs), atol=TOLERANCE[dtype])
     assert after.token_ids != before.token_ids or not torch.allclose(torch.tensor(after.logprobs), torch.tensor(before.logprobs))
     # And back, through named tensors.
     policy.update_weights(build_tiny_model(TinyModelConfig(seed=0))[0].state_dict().items())

@@ -10,24 +10,26 @@ import torch
 from agents.policies import SamplingParams
 from agents.policies.hf import HFPolicy, HFPolicyConfig
 from agents.rollout import RolloutConfig, RolloutEngine
-from tests.agents.test_hf_policy import rescored
+from tests.agents.test_hf_policy import TOLERANCE, rescored
 from tests.agents.test_rollout_exact import check_sampler_logprobs, check_token_exact
 
 TOL = 1e-4
 
 
-def _rollouts(tiny, make_env, reuse: bool, temperature: float, max_batch_rows: int = 64):
+def _rollouts(tiny, make_env, reuse: bool, temperature: float, max_batch_rows: int = 64, dtype: str = "float32"):
     model, tok = tiny
-    policy = HFPolicy(model, tok, config=HFPolicyConfig(seed=0, reuse_kv=reuse, max_batch_rows=max_batch_rows))
+    policy = HFPolicy(model, tok, config=HFPolicyConfig(seed=0, reuse_kv=reuse, max_batch_rows=max_batch_rows, dtype=dtype))
     config = RolloutConfig(group_size=3, temperature=temperature, max_turn_tokens=10, max_response_tokens=400, seed=4)
     engine = RolloutEngine(policy, make_env(max_turns=3), config)
     return engine.rollout([{"options": {"index": i}} for i in (0, 2, 1)]), policy
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
-def test_reuse_gives_the_rollouts_of_a_fresh_prefill(tiny, make_env, temperature):
-    with_reuse, reusing = _rollouts(tiny, make_env, True, temperature)
-    without, fresh = _rollouts(tiny, make_env, False, temperature)
+def test_reuse_gives_the_rollouts_of_a_fresh_prefill(tiny, make_env, temperature, dtype):
+    """In bfloat16 the kept keys are stored in bfloat16, as the attention reads them."""
+    with_reuse, reusing = _rollouts(tiny, make_env, True, temperature, dtype=dtype)
+    without, fresh = _rollouts(tiny, make_env, False, temperature, dtype=dtype)
     # The tiny model writes no valid action, so every episode runs several turns and later turns reuse rows.
     assert max(t.num_turns for t in with_reuse) > 1
     assert reusing.stats.reused_tokens > 0 and fresh.stats.reused_tokens == 0
@@ -35,11 +37,12 @@ def test_reuse_gives_the_rollouts_of_a_fresh_prefill(tiny, make_env, temperature
     assert [t.token_ids for t in with_reuse] == [t.token_ids for t in without]
     for a, b in zip(with_reuse, without):
         assert a.loss_mask == b.loss_mask
-        assert torch.allclose(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=TOL)
+        assert torch.allclose(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=TOLERANCE[dtype])
     model, tok = tiny
     for t in with_reuse:
         check_token_exact(t, tok)
-    check_sampler_logprobs(with_reuse, model, tok.pad_token_id, atol=TOL, temperature=temperature if temperature else 1.0)
+    check_sampler_logprobs(with_reuse, model, tok.pad_token_id, atol=TOLERANCE[dtype], temperature=temperature if temperature else 1.0,
+                           dtype=reusing.compute_dtype)
 
 
 def test_reuse_works_across_chunks(tiny, make_env):
@@ -58,9 +61,10 @@ def _continue(policy: HFPolicy, tok, prompt: list[int]) -> tuple[list[int], list
     return first.token_ids, prompt + first.token_ids + tok.encode(" <information> Tiber </information>", add_special_tokens=False)
 
 
-def test_only_prompts_extending_a_kept_row_reuse_it(tiny):
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_only_prompts_extending_a_kept_row_reuse_it(tiny, dtype):
     model, tok = tiny
-    policy = HFPolicy(model, tok, config=HFPolicyConfig(seed=0))
+    policy = HFPolicy(model, tok, config=HFPolicyConfig(seed=0, dtype=dtype))
     prompt = tok.encode("Which river flows through Rome?", add_special_tokens=False)
     _, following = _continue(policy, tok, prompt)
     unrelated = tok.encode("Something else entirely", add_special_tokens=False)
@@ -71,17 +75,18 @@ def test_only_prompts_extending_a_kept_row_reuse_it(tiny):
     assert policy.stats.reused_tokens - before.reused_tokens == len(prompt) + 4
     assert policy.stats.prefill_tokens - before.prefill_tokens == (len(following) - len(prompt) - 4) + len(unrelated)
     for p, group in zip([following, unrelated], outs):
-        ref = rescored(model, p, group[0].token_ids, 0.0)
-        assert torch.allclose(ref, torch.tensor(group[0].logprobs), atol=TOL)
+        ref = rescored(model, p, group[0].token_ids, 0.0, dtype)
+        assert torch.allclose(ref, torch.tensor(group[0].logprobs), atol=TOLERANCE[dtype])
 
 
-def test_kept_rows_are_dropped_when_the_weights_change_in_place(tiny):
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_kept_rows_are_dropped_when_the_weights_change_in_place(tiny, dtype):
     """An optimizer step modifies the shared model in place without telling the policy: the rows computed
-    by the old weights must not be reused."""
+    by the old weights must not be reused, and in bfloat16 the sampler's copy of the weights follows."""
     from agents.models import TinyModelConfig, build_tiny_model
 
     model, tok = build_tiny_model(TinyModelConfig(seed=0))
-    policy = HFPolicy(model, tok, config=HFPolicyConfig(seed=0))
+    policy = HFPolicy(model, tok, config=HFPolicyConfig(seed=0, dtype=dtype))
     prompt = tok.encode("Which river flows through Rome?", add_special_tokens=False)
     _, following = _continue(policy, tok, prompt)
     with torch.no_grad():
@@ -91,8 +96,8 @@ def test_kept_rows_are_dropped_when_the_weights_change_in_place(tiny):
     params = SamplingParams(temperature=0.0, max_new_tokens=4, stop_token_ids=())
     out = policy.generate([following], params)[0][0]
     assert policy.stats.reused_tokens == before.reused_tokens
-    ref = rescored(model, following, out.token_ids, 0.0)
-    assert torch.allclose(ref, torch.tensor(out.logprobs), atol=TOL)
+    ref = rescored(model, following, out.token_ids, 0.0, dtype)
+    assert torch.allclose(ref, torch.tensor(out.logprobs), atol=TOLERANCE[dtype])
 
 
 def test_growing_layer_matches_transformers_dynamic_layer():
@@ -154,3 +159,28 @@ def test_kept_rows_stay_within_their_memory_budget(tiny, make_env):
     assert results[0.0][1] == 0 and results[0.0][2] == []
     assert results[2.0][1] > 0
     assert results[0.0][0] == results[2.0][0]
+
+
+def test_questions_run_in_waves_that_the_kept_rows_hold(tiny, make_env):
+    """With room for the rows of two episodes, five questions run two at a time on two envs, every later turn
+    still reusing its episode's row: the same episodes (greedy) and the same prefill as all five at once."""
+    model, tok = tiny
+    config = RolloutConfig(group_size=1, temperature=0.0, max_turn_tokens=10, max_response_tokens=400)
+    specs = [{"options": {"index": i % 3}} for i in range(5)]
+
+    def run(max_kept_gb: float):
+        policy = HFPolicy(model, tok, config=HFPolicyConfig(seed=0, dtype="float32", max_kept_gb=max_kept_gb))
+        engine = RolloutEngine(policy, make_env(max_turns=3), config)
+        return engine.rollout(specs), engine, policy
+
+    whole, engine, policy = run(2.0)
+    assert len(engine._envs) == 5
+    first = whole[0].prompt_length + config.max_response_tokens  # the first question sizes the waves
+    waves, engine, small = run(2.5 * first * policy.kv_bytes_per_token() / 1e9)
+    assert small.episodes_at_once(first) == 2
+    assert len(engine._envs) == 2
+    assert [t.group for t in waves] == list(range(5))
+    assert [t.token_ids for t in waves] == [t.token_ids for t in whole]
+    assert max(t.num_turns for t in whole) > 1
+    assert small.stats.reused_tokens == policy.stats.reused_tokens > 0
+    assert small.stats.prefill_tokens == policy.stats.prefill_tokens

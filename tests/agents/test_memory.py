@@ -141,6 +141,7 @@ def test_a_threshold_under_a_page_is_a_config_error():
     from agents.train import TrainConfig
     from searchgym.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="malloc_mmap_threshold must be None or at least 4096"):
+    with pytest.raises(ConfigError, match="malloc_mmap_threshold must be 0 .* or at least 4096"):
         TrainConfig(malloc_mmap_threshold=100)
-    assert TrainConfig().malloc_mmap_threshold is None  # glibc's own behaviour unless asked
+    assert TrainConfig().malloc_mmap_threshold == 1 << 20  # the tuned allocator unless asked otherwise
+    assert TrainConfig(malloc_mmap_threshold=0).malloc_mmap_threshold == 0  # glibc's own (what the CLI can say)

@@ -34,7 +34,7 @@ FAST = HTTPConfig(timeout_s=10.0, connect_timeout_s=1.0, retries=2, backoff_s=0.
 def served():
     """(fake server, client policy, backing model, tokenizer): the fake samples with a fresh tiny model."""
     model, tok = build_tiny_model(TinyModelConfig(seed=0))
-    with FakeSGLang(HFPolicy(model, tok, config=HFPolicyConfig(seed=0))) as fake:
+    with FakeSGLang(HFPolicy(model, tok, config=HFPolicyConfig(seed=0, dtype="float32"))) as fake:
         policy = SGLangPolicy(SGLangPolicyConfig(url=fake.url, http=FAST), tokenizer=tok)
         yield fake, policy, model, tok
         policy.close()

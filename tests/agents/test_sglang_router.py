@@ -37,7 +37,7 @@ def routed(tmp_path):
     model, tok = build_tiny_model(TinyModelConfig(seed=0))
     fakes = [
         FakeSGLang(
-            HFPolicy(build_tiny_model(TinyModelConfig(seed=0))[0], tok, config=HFPolicyConfig(seed=s)),
+            HFPolicy(build_tiny_model(TinyModelConfig(seed=0))[0], tok, config=HFPolicyConfig(seed=s, dtype="float32")),
             model_path="tiny",
             tokenizer_path=None,
         )

@@ -47,8 +47,8 @@ TRAIN_ARGS = (
 RUN_TIMEOUT_S = 240.0
 
 
-def train_command(out_dir: Path, steps: int = STEPS) -> list[str]:
-    return [sys.executable, "-m", "agents", "train", *TRAIN_ARGS, "--steps", str(steps), "--out-dir", str(out_dir)]
+def train_command(out_dir: Path, steps: int = STEPS, dtype: str = "float32") -> list[str]:
+    return [sys.executable, "-m", "agents", "train", *TRAIN_ARGS, "--steps", str(steps), "--out-dir", str(out_dir), "--dtype", dtype]
 
 
 def _env() -> dict[str, str]:
@@ -59,10 +59,10 @@ def _env() -> dict[str, str]:
             "NUMBA_DISABLE_JIT": "1"}
 
 
-def start_run(out_dir: Path, steps: int = STEPS) -> subprocess.Popen:
+def start_run(out_dir: Path, steps: int = STEPS, dtype: str = "float32") -> subprocess.Popen:
     out_dir.mkdir(parents=True, exist_ok=True)
     log = open(out_dir.parent / f"{out_dir.name}.log", "ab")  # noqa: SIM115 - closed with the process below
-    proc = subprocess.Popen(train_command(out_dir, steps), cwd=ROOT, env=_env(), stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(train_command(out_dir, steps, dtype), cwd=ROOT, env=_env(), stdout=log, stderr=subprocess.STDOUT)
     proc.log = log  # type: ignore[attr-defined]
     return proc
 
@@ -145,13 +145,13 @@ def kill_plan(seed: int, kills: int) -> list[Kill]:
     return plan
 
 
-def run_and_kill(out_dir: Path, kill: Kill, steps: int = STEPS, timeout_s: float = RUN_TIMEOUT_S) -> bool:
+def run_and_kill(out_dir: Path, kill: Kill, steps: int = STEPS, timeout_s: float = RUN_TIMEOUT_S, dtype: str = "float32") -> bool:
     """Start the run, SIGKILL it at `kill`; True when the kill landed before the run finished."""
     done = max(checkpoint_steps(out_dir), default=0)
     target = min(done + 1, steps)  # the next step this process has to do
     stale = temp_folders(out_dir)
     since = time.time_ns()
-    proc = start_run(out_dir, steps)
+    proc = start_run(out_dir, steps, dtype)
     started = time.monotonic()
     try:
         while proc.poll() is None and time.monotonic() - started < timeout_s:
@@ -216,14 +216,15 @@ def assert_same_state(a, b, where: str = "") -> None:
         assert a == b, f"{a!r} != {b!r} at {where}"
 
 
-def killed_run_matches(tmp: Path, seed: int, kills: int, steps: int = STEPS) -> tuple[list[Kill], list[bool]]:
+def killed_run_matches(tmp: Path, seed: int, kills: int, steps: int = STEPS, dtype: str = "float32") -> tuple[list[Kill], list[bool]]:
     """An uninterrupted run (in the background) and a run killed at `kill_plan(seed, kills)` then resumed to
-    the end; asserts they agree. Returns the kills and whether each landed before its run finished."""
+    the end, both computing in `dtype`; asserts they agree. Returns the kills and whether each landed before
+    its run finished."""
     straight_dir, killed_dir = tmp / "straight", tmp / "killed"
-    straight = start_run(straight_dir, steps)
+    straight = start_run(straight_dir, steps, dtype)
     plan = kill_plan(seed, kills)
-    landed = [run_and_kill(killed_dir, kill, steps) for kill in plan]
-    finish_run(start_run(killed_dir, steps), killed_dir)
+    landed = [run_and_kill(killed_dir, kill, steps, dtype=dtype) for kill in plan]
+    finish_run(start_run(killed_dir, steps, dtype), killed_dir)
     finish_run(straight, straight_dir)
 
     assert not temp_folders(killed_dir), "a temporary checkpoint folder was left behind"
@@ -236,20 +237,25 @@ def killed_run_matches(tmp: Path, seed: int, kills: int, steps: int = STEPS) -> 
 
 
 @pytest.mark.slow
-def test_sigkilled_training_resumes_to_the_same_metrics_and_weights(tmp_path):
-    plan, landed = killed_run_matches(tmp_path, seed=0, kills=3)
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_sigkilled_training_resumes_to_the_same_metrics_and_weights(tmp_path, dtype):
+    """Exact at either precision: a bfloat16 run's sampler copy is rebuilt from the restored weights."""
+    plan, landed = killed_run_matches(tmp_path, seed=0, kills=3, dtype=dtype)
     assert all(landed), f"a kill came after its run had finished: {plan}"
     for kill in plan:
         print(f"SIGKILL at {kill.event} (step {kill.step}, +{kill.delay_s:.2f} s); {kill.landed}")
     print(f"{len(plan)} kills, resumed to the end: metrics and final weights and optimizer state equal the uninterrupted run's")
     # What the comparison rests on: the cold start moved the weights from the model as built, and the KL's
-    # reference is the cold-started policy (a reference restored from the built model would pull them back).
+    # reference is the cold-started policy (a reference restored from the built model would pull them back);
+    # a bfloat16 run keeps the reference's linear weights as the bfloat16 it computes with.
     from agents.train.setup import load_model
 
     built = dict(load_model("tiny", seed=0)[0].named_parameters())
     final = final_state(tmp_path / "straight")
     assert any(not torch_equal(built[n], w) for n, w in final["weights"].items())
-    assert all(torch_equal(final["reference"][n], w) for n, w in final["weights"].items())
+    reference = final["reference"]
+    assert all(torch_equal(reference[n], w.to(reference[n].dtype)) for n, w in final["weights"].items())
+    assert (dtype == "bfloat16") == any(reference[n].dtype != w.dtype for n, w in final["weights"].items())
 
 
 def main() -> int:
@@ -258,6 +264,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--steps", type=int, default=None, help="training steps (default: 2 * kills + 2, so kills keep landing)")
     parser.add_argument("--out", default=None, help="working folder (default: a temporary one)")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="the runs' precision (--dtype)")
     args = parser.parse_args()
     import tempfile
 
@@ -266,7 +273,7 @@ def main() -> int:
         work = Path(args.out or tmp)
         started = time.perf_counter()
         try:
-            plan, landed = killed_run_matches(work, args.seed, args.kills, steps)
+            plan, landed = killed_run_matches(work, args.seed, args.kills, steps, args.dtype)
             survived = True
         except AssertionError as e:
             print(f"FAILED: {e}")

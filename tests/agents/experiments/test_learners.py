@@ -473,3 +473,44 @@ def test_the_supervised_control_continues_the_cold_start_for_as_many_steps_as_rl
     assert seen == [] and "[sft] resumed: finished by an earlier run" in capsys.readouterr().out
     with pytest.raises(ConfigError, match="no learner 'sft' with options"):
         presets.parse_learner_options(["sft.kl_coef=0"])
+
+
+def test_the_precision_reaches_every_run_and_is_recorded(tmp_path):
+    """--dtype reaches the cold start's and every learner's TrainConfig, and a resume at another one is refused;
+    each policy's entry and the fingerprint record the precision it computed in. Runs of two precisions do not
+    merge into one report, and pair policy by policy through compare (the fingerprints' precision is
+    recorded, not compared)."""
+    from agents.experiments.compare import paired
+    from agents.experiments.compare import learners_policy
+
+    bf16 = replace(presets.PRESETS["tiny"], dtype="bfloat16")
+    assert runner.train_config(bf16, 1, 0, tmp_path, {}, 1, "grpo", "tiny", "grpo").dtype == "bfloat16"
+    plain = runner.train_config(presets.PRESETS["tiny"], 1, 0, tmp_path, {}, 1, "grpo", "tiny", "grpo")
+    assert plain.dtype == "auto" and resume.run_setting(replace(plain, dtype="bfloat16")) != resume.run_setting(plain)
+    with pytest.raises(ConfigError, match="dtype"):
+        replace(presets.PRESETS["tiny"], dtype="half")
+
+    assert learners.main(["--preset", "tiny", "--learners", "grpo", "--dtype", "bfloat16", "--out", str(tmp_path / "bf")]) == 0
+    saved = json.loads((tmp_path / "bf" / "results.json").read_text())
+    assert saved["preset"]["dtype"] == "bfloat16"
+    seed = saved["results"]["0"]
+    assert seed["start"]["dtype"] == seed["grpo"]["dtype"] == "bfloat16" and seed["fingerprint"]["precision"] == "bfloat16"
+
+    fp32 = json.loads(json.dumps(saved))
+    fp32["preset"]["dtype"] = "float32"
+    for entry in ("start", "grpo"):
+        fp32["results"]["0"][entry]["dtype"] = "float32"
+    fp32["results"]["0"]["fingerprint"]["precision"] = "float32"
+    fp32["results"]["0"]["grpo"]["eval_em"] = [1.0 - x for x in seed["grpo"]["eval_em"]]
+    (tmp_path / "fp32.json").write_text(json.dumps(fp32))
+    other = json.loads(json.dumps(fp32))
+    other["results"] = {"1": other["results"].pop("0")}
+    (tmp_path / "fp32-seed1.json").write_text(json.dumps(other))
+    with pytest.raises(ConfigError, match="bfloat16 and float32"):
+        merge.merge_results([tmp_path / "bf" / "results.json", tmp_path / "fp32-seed1.json"])
+    a, b = learners_policy(saved, "grpo"), learners_policy(fp32, "grpo")
+    assert a["fingerprints"]["0"]["precision"] == "bfloat16" and b["fingerprints"]["0"]["precision"] == "float32"
+    table = paired(a, b)
+    n = len(seed["grpo"]["eval_em"])
+    difference = sum(2 * x - 1 for x in seed["grpo"]["eval_em"]) / n  # x - (1 - x) per question
+    assert f"{difference:+.3f}" in table

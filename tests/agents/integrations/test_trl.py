@@ -55,7 +55,7 @@ class OracleFirstSample:
     rewards differ and TRL's update has a nonzero advantage to follow."""
 
     def __init__(self, model, tokenizer):
-        self.inner = HFPolicy(model, tokenizer, config=HFPolicyConfig(seed=0))
+        self.inner = HFPolicy(model, tokenizer, config=HFPolicyConfig(seed=0, dtype="float32"))
         self.tokenizer = tokenizer
         env = make_env()
         world, records = env.unwrapped.world, env.unwrapped.records

@@ -33,8 +33,10 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def tiny_config(out: Path, *, env: dict | None = None, rollout: dict | None = None, optim: dict | None = None, **top) -> TrainConfig:
-    """A tiny random model on a small synthetic world; `env`, `rollout` and `optim` change those sections."""
-    return TrainConfig(**{"model": "tiny", "steps": 2, "questions_per_step": 2, "out_dir": str(out), **top},
+    """A tiny random model on a small synthetic world; `env`, `rollout` and `optim` change those sections. In
+    float32, whose arithmetic the equivalence checks hold to tight tolerances, whatever the CPU (bfloat16 runs
+    are asked for by name)."""
+    return TrainConfig(**{"model": "tiny", "steps": 2, "questions_per_step": 2, "out_dir": str(out), "dtype": "float32", **top},
                        env=EnvConfig(**{"num_entities": 300, "num_questions": 20, "hops": (1,), "max_turns": 2, **(env or {})}),
                        rollout=RolloutConfig(**{"group_size": 2, "max_turn_tokens": 12, "max_response_tokens": 64, **(rollout or {})}),
                        optim=OptimConfig(**{"micro_batch": 2, "lr": 1e-3, **(optim or {})}))

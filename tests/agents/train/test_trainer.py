@@ -8,15 +8,17 @@ import torch
 
 from agents.train import TrainConfig
 from agents.learners import CoSearchConfig, CWGRPOConfig
-from agents.train.checkpoint import list_checkpoints
+from agents.train.checkpoint import CheckpointError, list_checkpoints
 from agents.train.config import EnvConfig, OptimConfig, RolloutConfig
 from agents.train.trainer import Trainer
 from searchgym.errors import ConfigError
 
 
 def tiny_config(tmp_path, *, env: dict | None = None, rollout: dict | None = None, optim: dict | None = None, **top) -> TrainConfig:
-    """A tiny random model on a small synthetic world; `env`, `rollout` and `optim` change those sections."""
-    return TrainConfig(**{"model": "tiny", "steps": 2, "questions_per_step": 2, "out_dir": str(tmp_path / "run"), **top},
+    """A tiny random model on a small synthetic world; `env`, `rollout` and `optim` change those sections. In
+    float32, whose arithmetic the equivalence checks hold to tight tolerances, whatever the CPU (bfloat16 runs
+    are asked for by name)."""
+    return TrainConfig(**{"model": "tiny", "steps": 2, "questions_per_step": 2, "out_dir": str(tmp_path / "run"), "dtype": "float32", **top},
                        env=EnvConfig(**{"num_entities": 300, "num_questions": 20, "hops": (1,), "max_turns": 2, **(env or {})}),
                        rollout=RolloutConfig(**{"group_size": 2, "max_turn_tokens": 12, "max_response_tokens": 64, **(rollout or {})}),
                        optim=OptimConfig(**{"micro_batch": 2, "lr": 1e-3, **(optim or {})}))
@@ -62,16 +64,18 @@ def test_each_learner_trains_end_to_end(tmp_path, learner):
         assert trainer.second_model.reference is not None
 
 
-def test_resume_reproduces_the_next_step(tmp_path):
-    straight = Trainer(tiny_config(tmp_path / "a", learner="grpo", steps=2, rollout={"temperature": 1.0}))
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_resume_reproduces_the_next_step(tmp_path, dtype):
+    straight = Trainer(tiny_config(tmp_path / "a", learner="grpo", steps=2, rollout={"temperature": 1.0}, dtype=dtype))
     full = straight.run()
     straight.close()
 
-    first = Trainer(tiny_config(tmp_path / "b", learner="grpo", steps=1))
+    first = Trainer(tiny_config(tmp_path / "b", learner="grpo", steps=1, dtype=dtype))
     first.run()
     first.close()
     # A new process would start here: a fresh Trainer finds the step-1 checkpoint and continues.
-    resumed = Trainer(tiny_config(tmp_path / "b", learner="grpo", steps=2))
+    resumed = Trainer(tiny_config(tmp_path / "b", learner="grpo", steps=2, dtype=dtype))
+    assert resumed.compute_dtype == getattr(torch, dtype) and resumed.policy.compute_dtype == resumed.compute_dtype
     assert resumed.step == 1 and resumed.position == 2
     second = resumed.run()
     resumed.close()
@@ -82,33 +86,42 @@ def test_resume_reproduces_the_next_step(tmp_path):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6, msg=n)
 
 
-def test_the_kl_reference_is_the_cold_started_policy_and_survives_a_resume(tmp_path):
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_the_kl_reference_is_the_cold_started_policy_and_survives_a_resume(tmp_path, dtype):
     """With a KL term, the reference is the policy RL starts from: the cold start's result, not the model as
-    loaded; COSEARCH's ranker likewise. A resumed run cannot remake it, so it comes back from the checkpoint."""
+    loaded; COSEARCH's ranker likewise. A resumed run cannot remake it, so it comes back from the checkpoint,
+    in the precision it computes with (bfloat16: its linear weights are the cold start's rounded to bfloat16),
+    and a resume in the other precision is refused with the setting to use."""
     learner = CoSearchConfig(kl_coef=0.01, ranker_cold_start_steps=2)
     optim = {"cold_start_steps": 2, "cold_start_batch": 2, "cold_start_lr": 3e-3}
-    first = Trainer(tiny_config(tmp_path / "run", learner=learner, steps=1, optim=optim))
+    first = Trainer(tiny_config(tmp_path / "run", learner=learner, steps=1, optim=optim, dtype=dtype))
     loaded = {n: p.detach().clone() for n, p in first.reference.named_parameters()}
     ranker_loaded = {n: p.detach().clone() for n, p in first.second_model.reference.named_parameters()}
     first.cold_start()
     cold = {n: p.detach().clone() for n, p in first.model.named_parameters()}
     ranker_cold = {n: p.detach().clone() for n, p in first.second_model.models["ranker"].named_parameters()}
     for n, p in first.reference.named_parameters():
-        torch.testing.assert_close(p, cold[n], rtol=0, atol=0, msg=n)
-    assert any(not torch.equal(loaded[n], cold[n]) for n in cold)  # the cold start moved the policy
+        torch.testing.assert_close(p, cold[n].to(p.dtype), rtol=0, atol=0, msg=n)
+    assert any(not torch.equal(loaded[n], cold[n].to(loaded[n].dtype)) for n in cold)  # the cold start moved the policy
     for n, p in first.second_model.reference.named_parameters():
-        torch.testing.assert_close(p, ranker_cold[n], rtol=0, atol=0, msg=n)
-    assert any(not torch.equal(ranker_loaded[n], ranker_cold[n]) for n in ranker_cold)
+        torch.testing.assert_close(p, ranker_cold[n].to(p.dtype), rtol=0, atol=0, msg=n)
+    assert any(not torch.equal(ranker_loaded[n], ranker_cold[n].to(ranker_loaded[n].dtype)) for n in ranker_cold)
+    if dtype == "bfloat16":
+        assert first.reference.get_input_embeddings().weight.dtype == torch.float32
+        assert first.reference.model.layers[0].mlp.up_proj.weight.dtype == torch.bfloat16
     first.train_step()
     first.save()
     first.close()
-    resumed = Trainer(tiny_config(tmp_path / "run", learner=learner, steps=2, optim=optim))
+    resumed = Trainer(tiny_config(tmp_path / "run", learner=learner, steps=2, optim=optim, dtype=dtype))
     assert resumed.step == 1
     for n, p in resumed.reference.named_parameters():
-        torch.testing.assert_close(p, cold[n], rtol=0, atol=0, msg=n)
+        torch.testing.assert_close(p, cold[n].to(p.dtype), rtol=0, atol=0, msg=n)
     for n, p in resumed.second_model.reference.named_parameters():
-        torch.testing.assert_close(p, ranker_cold[n], rtol=0, atol=0, msg=n)
+        torch.testing.assert_close(p, ranker_cold[n].to(p.dtype), rtol=0, atol=0, msg=n)
     resumed.close()
+    other = "float32" if dtype == "bfloat16" else "bfloat16"
+    with pytest.raises(CheckpointError, match=f"computed in {dtype} .* resume with TrainConfig.dtype='{dtype}'"):
+        Trainer(tiny_config(tmp_path / "run", learner=learner, steps=2, optim=optim, dtype=other))
 
 
 def test_cold_start_lowers_the_oracle_loss(tmp_path):
@@ -221,3 +234,30 @@ def test_the_runs_rollout_settings_reach_the_engine(tmp_path):
         assert observations and {s.end - s.start for s in observations} == {20}
     finally:
         trainer.close()
+
+
+def test_bfloat16_reaches_every_trained_model_and_the_checkpoint(tmp_path):
+    """One setting for the policy, its KL reference, the cold start and COSEARCH's ranker (its sampler, its
+    reference, its update); the weights and optimizer states stay float32, and the checkpoint records it."""
+    config = tiny_config(tmp_path, learner=CoSearchConfig(ranker_cold_start_steps=1), steps=1, dtype="bfloat16",
+                         optim={"cold_start_steps": 1, "cold_start_batch": 2})
+    trainer = Trainer(config)
+    bf16 = torch.bfloat16
+    ranker = trainer.second_model
+    assert trainer.compute_dtype == trainer.policy.compute_dtype == ranker.policy.compute_dtype == bf16
+    for reference, trained in ((trainer.reference, trainer.model), (ranker.reference, ranker.models["ranker"])):
+        projections = [m for m in reference.modules() if isinstance(m, torch.nn.Linear) and m is not reference.get_output_embeddings()]
+        assert projections and all(m.weight.dtype == bf16 for m in projections)
+        assert reference.get_input_embeddings().weight.dtype == torch.float32
+        assert reference.get_input_embeddings().weight.data_ptr() != trained.get_input_embeddings().weight.data_ptr()
+    history = trainer.run()
+    trainer.close()
+    assert math.isfinite(history[0]["loss/policy"]) and history[0]["rollout/sampled_tokens"] > 0 and "ranker/calls" in history[0]
+    for name, model in trainer.models.items():
+        if name.endswith("reference"):  # frozen, checkpointed as it computes (linear weights in bfloat16)
+            continue
+        assert all(p.dtype == torch.float32 for p in model.parameters()), name
+        optimizer = trainer.optimizers[name][0]
+        assert all(t.dtype == torch.float32 for s in optimizer.state.values() for k, t in s.items() if k != "step"), name
+    state = json.loads((list_checkpoints(tmp_path / "run" / "checkpoints")[-1] / "state.json").read_text())
+    assert state["dtype"] == "bfloat16" and state["config"]["dtype"] == "bfloat16"

@@ -46,7 +46,8 @@ SERVER_SEED = 5  # the fakes' starting weights; the trainer's tiny model is seed
 
 
 BASE = {
-    "model": "tiny", "steps": 2, "questions_per_step": 2, "learner": GRPOConfig(kl_coef=0.5),
+    # float32 on both sides: the fake servers sample in float32, as a real server samples in its own --dtype.
+    "model": "tiny", "steps": 2, "questions_per_step": 2, "learner": GRPOConfig(kl_coef=0.5), "dtype": "float32",
     "env": {"num_entities": 300, "num_questions": 20, "hops": (1,), "max_turns": 2},
     "rollout": {"group_size": 2, "max_turn_tokens": 12, "max_response_tokens": 64, "backend": "sglang", "sglang_timeout_s": 30.0},
     "optim": {"micro_batch": 4, "lr": 1e-2, "cold_start_steps": 1, "cold_start_batch": 4, "cold_start_lr": 1e-2},
@@ -64,7 +65,7 @@ def sglang_config(tmp_path, urls, *, rollout: dict | None = None, optim: dict | 
 
 def fake_server() -> FakeSGLang:
     model, tok = build_tiny_model(TinyModelConfig(seed=SERVER_SEED))
-    return FakeSGLang(HFPolicy(model, tok, config=HFPolicyConfig(seed=SERVER_SEED)))
+    return FakeSGLang(HFPolicy(model, tok, config=HFPolicyConfig(seed=SERVER_SEED, dtype="float32")))
 
 
 def weights(model: torch.nn.Module) -> dict[str, torch.Tensor]:
