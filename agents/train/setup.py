@@ -163,3 +163,15 @@ def check_config_version(path: Path, state: dict[str, Any]) -> None:
         raise CheckpointError(f"{path / 'state.json'}: written with training config version {version}, this is version "
                               f"{CONFIG_VERSION} (options now nested: learner, env, rollout, optim); start a new out_dir "
                               "or resume with the searchgym version that wrote it")
+
+
+def check_processes(config, world: int) -> None:
+    """The settings that must fit the number of processes (`world`) a run was started with."""
+    if config.questions_per_step % world:
+        raise ConfigError(f"questions_per_step={config.questions_per_step} must be divisible by the {world} processes: "
+                          "each rolls out whole questions (GRPO groups)")
+    if config.sharding == "fsdp2" and world < 2:
+        raise ConfigError("sharding='fsdp2' needs at least 2 processes (torchrun --nproc_per_node N or accelerate launch "
+                          "--num_processes N, N >= 2): with one there is nothing to shard; drop --sharding")
+    if config.optim.cold_start_steps > 0 and config.optim.cold_start_batch % world:
+        raise ConfigError(f"cold_start_batch={config.optim.cold_start_batch} must be divisible by the {world} processes")

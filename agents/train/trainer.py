@@ -48,8 +48,7 @@ from agents.memory import peak_rss_gb, tune_allocator
 from agents.policies.hf import HFPolicy, HFPolicyConfig
 from agents.precision import compute_dtype, dtype_name, frozen_copy
 from agents.rollout import RolloutEngine
-from agents.train import setup
-from agents.train.checkpoint import CheckpointError, load_newest_valid, save_checkpoint
+from agents.train import setup, trainer_state
 from agents.train.config import TrainConfig
 from agents.train.distributed import (all_reduce_sum, broadcast_weights, data_parallel_step, gather_objects, make_accelerator, merge_metrics,
                                       shard, sum_gradients, world_size)
@@ -57,7 +56,6 @@ from agents.train.evaluate import Evaluation, evaluate_policy
 from agents.train.fsdp import ShardedModel
 from agents.train.metrics import MetricsLog, global_stats, signal_summary, step_rollout_metrics
 from agents.train.sft import cold_start, sft_step
-from agents.train.sharded_checkpoint import load_newest_sharded, save_sharded
 from agents.train.sync import WeightSync
 from agents.train.update import UpdateStats, loss_rows, policy_gradient_step
 from searchgym.errors import ConfigError
@@ -81,14 +79,7 @@ class Trainer:
         """The data-parallel `Accelerator` (None in a plain single-process run)."""
         self.rank = self.accelerator.process_index if self.accelerator else 0
         self.world = self.accelerator.num_processes if self.accelerator else 1
-        if config.questions_per_step % self.world:
-            raise ConfigError(f"questions_per_step={config.questions_per_step} must be divisible by the {self.world} processes: "
-                              "each rolls out whole questions (GRPO groups)")
-        if config.sharding == "fsdp2" and self.world < 2:
-            raise ConfigError("sharding='fsdp2' needs at least 2 processes (torchrun --nproc_per_node N or accelerate launch "
-                              "--num_processes N, N >= 2): with one there is nothing to shard; drop --sharding")
-        if config.optim.cold_start_steps > 0 and config.optim.cold_start_batch % self.world:
-            raise ConfigError(f"cold_start_batch={config.optim.cold_start_batch} must be divisible by the {self.world} processes")
+        setup.check_processes(config, self.world)
         device = str(self.accelerator.device) if self.accelerator else config.device
         self.compute_dtype = compute_dtype(config.dtype, device)
         """The precision of every forward pass of the trained models (`TrainConfig.dtype` resolved here)."""
@@ -96,23 +87,7 @@ class Trainer:
         self.learner = learner_for_config(config.learner)
         """The registered learner (`LearnerSpec`): its batch function, env needs and second model."""
         self.learner_config = config.learner
-        self.model, self.tokenizer = setup.load_model(config.model, config.seed, device)
-        if config.optim.lora:
-            self.model = setup.with_lora(self.model, config.optim.lora_rank)
-        self.model.train()
-        if config.optim.gradient_checkpointing:
-            setup.enable_activation_checkpointing(self.model)
-        self.reference = frozen_copy(self.model, self.compute_dtype) if self.learner_config.kl_coef > 0 else None
-        """The KL's frozen reference: the policy RL starts from (after the cold start, when the run has one)."""
-        self.sharded: ShardedModel | None = None
-        """The FSDP2-sharded policy (`sharding="fsdp2"`): what the update, the optimizer and the checkpoints use.
-        `self.model` is then a whole replica that samples the in-process rollouts, refreshed from the shards by
-        every weight sync (with SGLang rollouts there is no replica: `self.model` is the sharded LM)."""
-        if config.sharding == "fsdp2":
-            lm = self.model
-            if config.rollout.backend == "hf":
-                self.model = copy.deepcopy(lm).requires_grad_(False)
-            self.sharded = ShardedModel(lm, torch.device(device), cpu_offload=config.cpu_offload, autocast=self.compute_dtype)
+        self._build_models(device)
         # Served rollouts never sample here: no bfloat16 copy of the weights for them (the servers run their own dtype).
         self.policy = HFPolicy(self.model, self.tokenizer, config=HFPolicyConfig(
             model=config.model, seed=config.seed, reuse_kv=config.rollout.reuse_kv, max_batch_rows=config.rollout.max_batch_rows,
@@ -132,15 +107,7 @@ class Trainer:
         if self.accelerator is not None and self.sharded is None:
             self.wrapped, optimizer, scheduler = self.accelerator.prepare(self.model, *self.optimizers["policy"])
             self.optimizers["policy"] = (optimizer, scheduler)
-        self.second_model: SecondModel | None = self.learner.make_second_model(SecondModelContext(
-            learner_config=self.learner_config, policy_model=config.model, seed=config.seed, device=config.device,
-            micro_batch=config.optim.micro_batch, max_grad_norm=config.optim.max_grad_norm,
-            load_model=self._load_second_model, optimizer=self._optimizer, dtype=dtype_name(self.compute_dtype),
-            policy_gradient_step=partial(policy_gradient_step, dtype=self.compute_dtype) if self.accelerator is None
-            else partial(data_parallel_step, self.accelerator, dtype=self.compute_dtype),
-            supervised_step=partial(sft_step, dtype=self.compute_dtype), rank=self.rank,
-            gather_objects=None if self.accelerator is None else gather_objects,
-            synchronize=None if self.accelerator is None else partial(broadcast_weights, self.world)))
+        self.second_model: SecondModel | None = self._make_second_model()
         """The learner's second trained model (COSEARCH's ranker), or None."""
         if self.second_model is not None:
             self.models.update(self.second_model.models)
@@ -159,8 +126,8 @@ class Trainer:
         self.metrics_log = MetricsLog(self.out, config.tensorboard)
         self.step = 0
         self.position = 0
-        if config.resume and (found := self._load_newest()):
-            self._restore(*found)
+        if config.resume and (found := trainer_state.load_newest(self)):
+            trainer_state.restore(self, *found)
         if config.resume and self.is_main:
             self.metrics_log.drop_after(self.step)
         try:
@@ -169,6 +136,39 @@ class Trainer:
         except BaseException:
             self.close()
             raise
+
+    def _build_models(self, device: str) -> None:
+        """The trained policy (LoRA, activation checkpointing, FSDP2 shards as configured) and its KL reference."""
+        config = self.config
+        self.model, self.tokenizer = setup.load_model(config.model, config.seed, device)
+        if config.optim.lora:
+            self.model = setup.with_lora(self.model, config.optim.lora_rank)
+        self.model.train()
+        if config.optim.gradient_checkpointing:
+            setup.enable_activation_checkpointing(self.model)
+        self.reference = frozen_copy(self.model, self.compute_dtype) if self.learner_config.kl_coef > 0 else None
+        """The KL's frozen reference: the policy RL starts from (after the cold start, when the run has one)."""
+        self.sharded: ShardedModel | None = None
+        """The FSDP2-sharded policy (`sharding="fsdp2"`): what the update, the optimizer and the checkpoints use.
+        `self.model` is then a whole replica that samples the in-process rollouts, refreshed from the shards by
+        every weight sync (with SGLang rollouts there is no replica: `self.model` is the sharded LM)."""
+        if config.sharding == "fsdp2":
+            lm = self.model
+            if config.rollout.backend == "hf":
+                self.model = copy.deepcopy(lm).requires_grad_(False)
+            self.sharded = ShardedModel(lm, torch.device(device), cpu_offload=config.cpu_offload, autocast=self.compute_dtype)
+
+    def _make_second_model(self) -> SecondModel | None:
+        config = self.config
+        return self.learner.make_second_model(SecondModelContext(
+            learner_config=self.learner_config, policy_model=config.model, seed=config.seed, device=config.device,
+            micro_batch=config.optim.micro_batch, max_grad_norm=config.optim.max_grad_norm,
+            load_model=self._load_second_model, optimizer=self._optimizer, dtype=dtype_name(self.compute_dtype),
+            policy_gradient_step=partial(policy_gradient_step, dtype=self.compute_dtype) if self.accelerator is None
+            else partial(data_parallel_step, self.accelerator, dtype=self.compute_dtype),
+            supervised_step=partial(sft_step, dtype=self.compute_dtype), rank=self.rank,
+            gather_objects=None if self.accelerator is None else gather_objects,
+            synchronize=None if self.accelerator is None else partial(broadcast_weights, self.world)))
 
     def _optimizer(self, model: torch.nn.Module):
         return setup.make_optimizer(model, self.config.optim.lr, self.config.optim.warmup_steps, self.config.optim.adamw)
@@ -373,52 +373,7 @@ class Trainer:
     def save(self) -> Path | None:
         """Write a checkpoint (rank 0 only: the ranks hold the same weights; others return None). Sharded, every
         rank writes its shards (`agents.train.sharded_checkpoint`) and rank 0 the rest."""
-        state = {"position": self.position, "config": setup.jsonable_config(self.config), "versions": {"policy": self.policy.weight_version},
-                 "dtype": dtype_name(self.compute_dtype)}
-        if self.sharded is not None:
-            return save_sharded(self.out / "checkpoints", self.step, self.sharded, *self.optimizers["policy"], self.tokenizer, state,
-                                whole=self._whole_models())
-        if self.accelerator is not None:
-            self.accelerator.wait_for_everyone()
-        if not self.is_main:
-            return None
-        return save_checkpoint(self.out / "checkpoints", self.step, self.models, self.optimizers, state)
-
-    def _whole_models(self) -> dict[str, torch.nn.Module]:
-        """Models a sharded checkpoint keeps whole beside the shards: the KL reference taken after a cold start."""
-        return {"reference": self.models["reference"]} if "reference" in self.models else {}
-
-    def _load_newest(self) -> tuple[Path, dict] | None:
-        root = self.out / "checkpoints"
-        if self.sharded is not None:
-            return load_newest_sharded(root, self.sharded, *self.optimizers["policy"], check=self._check_state,
-                                       whole=self._whole_models())
-        return load_newest_valid(root, self.models, self.optimizers, check=self._check_state)
-
-    def _check_state(self, path: Path, state: dict) -> None:
-        """`setup.check_run_state`, and a checkpointed KL reference in this run's precision: a bfloat16 run keeps
-        its reference's linear weights in bfloat16 (`agents.precision.frozen_copy`), which a float32 run's
-        reference cannot load, nor the reverse."""
-        setup.check_run_state(path, state)
-        saved = state.get("dtype", "float32")
-        references = sorted(name for name in self.models if name.endswith("reference"))
-        if references and saved != dtype_name(self.compute_dtype):
-            raise CheckpointError(f"{path} was computed in {saved} and holds the cold-started KL reference "
-                                  f"({', '.join(references)}) in that precision; this run computes in "
-                                  f"{dtype_name(self.compute_dtype)} (dtype={self.config.dtype!r}): resume with "
-                                  f"TrainConfig.dtype={saved!r} (--dtype {saved})")
-
-    def _restore(self, path: Path, state: dict) -> None:
-        self.step = int(path.name.split("-")[1])
-        self.position = int(state["position"])
-        if state.get("dtype", "float32") != dtype_name(self.compute_dtype):
-            logger.warning("%s was computed in %s, this run computes in %s (dtype=%r): it continues, but not as the uninterrupted "
-                           "run would have; set TrainConfig.dtype to %s for that", path, state.get("dtype", "float32"),
-                           dtype_name(self.compute_dtype), self.config.dtype, state.get("dtype", "float32"))
-        self.policy.mark_updated()
-        if self.second_model is not None:
-            self.second_model.mark_restored()
-        logger.info("resumed from %s (step %d)", path, self.step)
+        return trainer_state.save(self)
 
     def _log(self, metrics: dict[str, float]) -> None:
         if self.is_main:
