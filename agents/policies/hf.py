@@ -207,17 +207,7 @@ class HFPolicy:
         past = [len(k.ids) if k else 0 for k in kept]
         new = [p[c:] for p, c in zip(prompts, past)]
         width_past, width_new = max(past), max(len(x) for x in new)
-        pad = int(self.tokenizer.pad_token_id)
-        # Row i: [pad | its kept keys/values | pad | its new tokens]; keys at padding are masked out.
-        ids = torch.full((len(prompts), width_new), pad, dtype=torch.long)
-        attn = torch.zeros((len(prompts), width_past + width_new), dtype=torch.long)
-        positions = torch.zeros((len(prompts), width_new), dtype=torch.long)
-        for i, (x, c) in enumerate(zip(new, past)):
-            ids[i, width_new - len(x) :] = torch.tensor(x, dtype=torch.long)
-            attn[i, width_past - c : width_past] = 1
-            attn[i, width_past + width_new - len(x) :] = 1
-            positions[i, width_new - len(x) :] = torch.arange(c, c + len(x))
-        ids, attn, positions = ids.to(device), attn.to(device), positions.to(device)
+        ids, attn, positions = (t.to(device) for t in _left_padded(new, past, int(self.tokenizer.pad_token_id)))
         if reuse:
             capacity = width_past + width_new + max(budgets)
             for layer_index, layer in enumerate(cache.layers):
@@ -274,16 +264,9 @@ class HFPolicy:
             logits = self._last_logits(tok[:, None], attn, next_pos[:, None], cache)
             next_pos = next_pos + 1
         self.stats.sampled_tokens += sum(len(t) for t in tokens)
-        completions = [
-            Completion(
-                token_ids=tokens[r],
-                logprobs=logps[r],
-                text=self.tokenizer.decode(tokens[r], skip_special_tokens=True),
-                finish_reason=ends[r][0],  # type: ignore[arg-type]
-                matched_stop=ends[r][1],
-            )
-            for r in range(len(row_budget))
-        ]
+        completions = [Completion(token_ids=tokens[r], logprobs=logps[r], text=self.tokenizer.decode(tokens[r], skip_special_tokens=True),
+                                  finish_reason=ends[r][0], matched_stop=ends[r][1])  # type: ignore[arg-type]
+                       for r in range(len(row_budget))]
         return completions, left
 
     def _last_logits(self, ids: torch.Tensor, attn: torch.Tensor, positions: torch.Tensor, cache) -> torch.Tensor:
@@ -351,8 +334,12 @@ class HFPolicy:
             self._copy_fingerprint = None
 
     def mark_updated(self) -> None:
-        """Count an in-place update of the shared model (e.g. an optimizer step) as a new weight version."""
+        """Count an in-place update of the shared model (e.g. an optimizer step) as a new weight version: the kept
+        rows are dropped and the bfloat16 copy is recast at the next `generate`. Needed after a fused optimizer's
+        step (`AdamW(fused=True)`), which writes the weights without counting it in their `_version`, so
+        `weights_fingerprint` cannot see it."""
         self._kept.clear()
+        self._copy_fingerprint = None
         self._version += 1
 
     @property
@@ -396,3 +383,18 @@ def _stack_kept(kept: list[KeptRow | None], layer: int, width: int, model, devic
             keys[i, :, width - k.shape[1] :] = k
             values[i, :, width - v.shape[1] :] = v
     return keys, values
+
+
+def _left_padded(new: list[list[int]], past: list[int], pad: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The ids, attention mask and positions of a batch whose row i feeds the tokens `new[i]` after `past[i]`
+    kept ones. Row i: [pad | its kept keys/values | pad | its new tokens]; keys at padding are masked out."""
+    width_past, width_new = max(past), max(len(x) for x in new)
+    ids = torch.full((len(new), width_new), pad, dtype=torch.long)
+    attn = torch.zeros((len(new), width_past + width_new), dtype=torch.long)
+    positions = torch.zeros((len(new), width_new), dtype=torch.long)
+    for i, (x, c) in enumerate(zip(new, past)):
+        ids[i, width_new - len(x) :] = torch.tensor(x, dtype=torch.long)
+        attn[i, width_past - c : width_past] = 1
+        attn[i, width_past + width_new - len(x) :] = 1
+        positions[i, width_new - len(x) :] = torch.arange(c, c + len(x))
+    return ids, attn, positions

@@ -145,8 +145,9 @@ class KeptRow:
 
 
 def weights_fingerprint(model: torch.nn.Module) -> tuple[int, int]:
-    """Changes whenever a parameter or buffer of `model` is replaced or modified in place (torch counts
-    in-place writes to every tensor in `_version`)."""
+    """Changes whenever a parameter or buffer of `model` is replaced or modified in place by an operator that
+    torch counts in the tensor's `_version`. A fused optimizer step (`AdamW(fused=True)`) is not counted: whoever
+    steps one tells the policy (`HFPolicy.mark_updated`)."""
     tensors = list(model.parameters()) + list(model.buffers())
     return sum(id(t) for t in tensors), sum(t._version for t in tensors)
 

@@ -158,6 +158,34 @@ def test_released_memory_comes_back_at_the_next_generate(tiny):
     assert released._copy.nbytes > 0
 
 
+def test_a_fused_optimizer_step_reaches_the_samplers_copy_once_marked(tiny):
+    """A fused AdamW step writes the weights without counting it in their `_version` (so the fingerprint misses
+    it); `mark_updated`, which the trainer calls after the cold start and every update, recasts the copy: the
+    next call samples what a new policy over the stepped weights samples."""
+    from agents.policies import SamplingParams
+    from agents.policies.hf import HFPolicy, HFPolicyConfig
+
+    model, tok = tiny
+    prompts = [tok.encode(t, add_special_tokens=False) for t in ("Which river flows through Rome?", "radioactivity")]
+    params = SamplingParams(temperature=0.0, max_new_tokens=6, stop_token_ids=())
+    policy = HFPolicy(model, tok, config=HFPolicyConfig(seed=0, dtype="bfloat16"))
+    before = policy.generate(prompts, params)
+    weight = model.lm_head.weight if model.lm_head.weight is not model.get_input_embeddings().weight else None
+    linear = next(m.weight for m in model.modules() if isinstance(m, torch.nn.Linear) and m.weight is not weight)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.5, fused=True)
+    for p in model.parameters():
+        p.grad = torch.ones_like(p)
+    version = linear._version
+    optimizer.step()
+    assert linear._version == version  # the step is invisible to the fingerprint
+    expected = HFPolicy(model, tok, config=HFPolicyConfig(seed=0, dtype="bfloat16")).generate(prompts, params)
+    assert expected != before
+    # Without mark_updated the copy keeps the old linear weights (it shares the embeddings and norms).
+    assert policy.generate(prompts, params) != expected
+    policy.mark_updated()
+    assert policy.generate(prompts, params) == expected
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_the_projection_in_chunks_gives_the_same_logprobs_and_gradients(monkeypatch, dtype):
     """With activation checkpointing, the update projects `HEAD_CHUNK` scored tokens at a time and recomputes
