@@ -208,7 +208,7 @@ def test_two_processes_update_like_one_and_only_rank_0_writes(tmp_path):
 
 def _worker(folder: Path) -> None:
     """One rank of the 2-process test (run by `accelerate launch -m tests.agents.train.test_distributed`)."""
-    import agents.train.trainer as trainer_module
+    import agents.train.trainer_state as trainer_module  # where Trainer.save calls save_checkpoint
 
     counts = {"saves": 0}
     real_save = trainer_module.save_checkpoint
