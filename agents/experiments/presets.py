@@ -11,6 +11,7 @@ import json
 from dataclasses import MISSING, dataclass, field, fields
 
 from agents.precision import PRECISIONS
+from searchgym.cli.keyvalues import key_values
 from searchgym.errors import ConfigError
 
 SFT = "sft"
@@ -220,16 +221,7 @@ def preset_fields(stored: dict) -> dict:
 def parse_env_options(items: list[str], base: dict | None = None) -> dict:
     """`["decoy_rate=0.3", ...]` -> `{"decoy_rate": 0.3}` on top of `base` (values as JSON, else text); the env
     checks the names when it is built."""
-    out = dict(base or {})
-    for item in items:
-        key, sep, text = item.partition("=")
-        if not (sep and key):
-            raise ConfigError(f"--env-option takes OPTION=VALUE (e.g. decoy_rate=0.3), got {item!r}")
-        try:
-            out[key] = json.loads(text)
-        except json.JSONDecodeError:
-            out[key] = text
-    return out
+    return key_values(items, "--env-option", base)
 
 
 def parse_learner_options(items: list[str], base: dict[str, dict] | None = None) -> dict[str, dict]:

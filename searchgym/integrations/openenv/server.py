@@ -9,7 +9,6 @@ in the session's own thread, so sessions run side by side up to `max_sessions`.
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import uuid
 from collections.abc import Mapping, Sequence
@@ -22,6 +21,7 @@ from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import EnvironmentMetadata
 
 import searchgym
+from searchgym.cli.keyvalues import key_values
 from searchgym.errors import ConfigError
 from searchgym.integrations.openenv.models import (
     ResetInfoModel,
@@ -151,16 +151,7 @@ def env_kwargs(pairs: Sequence[str]) -> dict[str, Any]:
     >>> env_kwargs(["num_entities=300", "hops=[1]", "retriever=rank_bm25"])
     {'num_entities': 300, 'hops': [1], 'retriever': 'rank_bm25'}
     """
-    out: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.isidentifier():
-            raise ConfigError(f"--env-arg takes KEY=VALUE with KEY a keyword argument of gym.make, got {pair!r}")
-        try:
-            out[key] = json.loads(value)
-        except json.JSONDecodeError:
-            out[key] = value
-    return out
+    return key_values(pairs, "--env-arg")
 
 
 def serve(config: ServeConfig, *, log_level: str = "info") -> None:

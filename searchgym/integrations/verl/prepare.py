@@ -33,6 +33,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import searchgym
+from searchgym.cli.keyvalues import key_values
 from searchgym.errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -81,16 +82,7 @@ def write(env_id: str, out: str | Path, splits: Sequence[str] = (), env_kwargs: 
 
 def parse_env_args(pairs: Sequence[str]) -> dict[str, Any]:
     """`key=value` pairs as keyword arguments (values read as JSON when they parse, else as strings)."""
-    out: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"--env-arg takes key=value, got {pair!r}")
-        try:
-            out[key] = json.loads(value)
-        except json.JSONDecodeError:
-            out[key] = value
-    return out
+    return key_values(pairs, "--env-arg")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

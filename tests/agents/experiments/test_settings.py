@@ -242,7 +242,7 @@ def test_retrieval_room_needs_no_model_and_sees_the_decoys(tmp_path):
 def test_env_options_parse_on_top_of_the_presets():
     assert presets.parse_env_options(["decoy_rate=0.3", "aside_rate=1"], {"decoy_rate": 0.5, "validation_fraction": 0.1}) == {
         "decoy_rate": 0.3, "aside_rate": 1, "validation_fraction": 0.1}
-    with pytest.raises(ConfigError, match="OPTION=VALUE"):
+    with pytest.raises(ConfigError, match="--env-option takes KEY=VALUE"):
         presets.parse_env_options(["decoy_rate"])
 
 
