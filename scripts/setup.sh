@@ -15,7 +15,7 @@ if [ ! -x "$venv/bin/python" ]; then
   "$python" -m venv "$venv"
 fi
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  echo "setting up $venv (first run only: 3-4 minutes and 3 GB here, most of it torch and the RL frameworks)..." >&2
+  echo "setting up $venv (first run only: about 2 minutes and 2.8 GB here, most of it torch and the RL frameworks)..." >&2
   _step 1 "pip itself"
   "$venv/bin/python" -m pip install -q --upgrade pip
   # The CPU build of torch, pinned here and not in pyproject.toml: GPU users bring their own build.
