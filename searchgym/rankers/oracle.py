@@ -73,11 +73,8 @@ class OracleRanker:
         if golds is None:
             raise BatchError(f"OracleRanker has no gold answers for question {question!r}: build it from the records "
                               "the env asks (OracleRanker.from_records(records), or the env option ranker='oracle')")
-        bearing = answer_bearing((h.doc for h in candidates), golds)
-        first = set(bearing)
-        order = bearing + [i for i in range(len(candidates)) if i not in first]
         # No call record: `info["ranker"]` holds model ranker calls, which COSEARCH's learner trains on.
-        return RankResult(order=tuple(order[:max(k, 0)]))
+        return first_then_rest(answer_bearing((h.doc for h in candidates), golds), len(candidates), k)
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "oracle", "relevance": "cover_em(title + text, gold answers)", "questions": len(self.answers)}
@@ -115,11 +112,19 @@ class GoldPassageRanker:
         if gold is None:
             raise BatchError(f"GoldPassageRanker has no gold passages for question {question!r}: build it from the records "
                              "the env asks (GoldPassageRanker.from_records(records), or the env option ranker='gold')")
-        first = [i for i, h in enumerate(candidates) if h.doc.id in gold]
-        chosen = set(first)
-        order = first + [i for i in range(len(candidates)) if i not in chosen]
-        return RankResult(order=tuple(order[:max(k, 0)]))
+        return first_then_rest([i for i, h in enumerate(candidates) if h.doc.id in gold], len(candidates), k)
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "gold", "relevance": "id in the question's gold_docs", "questions": len(self.gold_docs)}
 
+
+def first_then_rest(first: Sequence[int], n: int, k: int) -> RankResult:
+    """The first `k` of: the candidate positions `first`, then the other of the `n` candidates, in retriever
+    order (what both oracle rankers show).
+
+    >>> first_then_rest([2], 4, 3).order
+    (2, 0, 1)
+    """
+    chosen = set(first)
+    order = list(first) + [i for i in range(n) if i not in chosen]
+    return RankResult(order=tuple(order[:max(k, 0)]))
