@@ -26,7 +26,7 @@ import torch
 
 from agents.models import DTypeName, ensure_pad_token, load_model_and_tokenizer
 from agents.policies.base import Completion, SamplingParams, check_budgets, find_stop, resolve_stop_ids
-from agents.policies.kv import KeptRow, KeptRows, growing_cache, plain_cache, weights_fingerprint
+from agents.policies.kv import KeptRow, KeptRows, RowKV, growing_cache, plain_cache, weights_fingerprint
 from agents.policies.sampling import sample_tokens
 from agents.precision import PRECISIONS, LinearCopy, autocast, compute_dtype, dtype_name, output_logits
 from searchgym.errors import BatchError, ConfigError, DataError
@@ -169,6 +169,9 @@ class HFPolicy:
             self._copy.refresh()  # the model changed (an optimizer step, loaded weights): recast its linear weights
             self._copy_fingerprint = fingerprint
         kept = [self._kept.match(p) for p in prompts] if self.config.reuse_kv else [None] * len(prompts)
+        # From here each kept row lives only as long as `kept` names it: a chunk reads its rows into its cache
+        # and drops them, so the last call's rows free as this call's are made (at most one budget in all).
+        self._kept.clear()
         results: list[list[Completion]] = [[] for _ in prompts]
         left: list[KeptRow] = []
         room = [int(self.config.max_kept_gb * 1e9)]  # bytes the rows kept by this call may still take
@@ -182,7 +185,11 @@ class HFPolicy:
         try:
             for start in range(0, len(order), per_chunk):
                 chunk = order[start : start + per_chunk]
-                outs, rows = self._decode([prompts[i] for i in chunk], [budgets[i] for i in chunk], [kept[i] for i in chunk], params, generator, room)
+                reused = [kept[i] for i in chunk]
+                for i in chunk:
+                    kept[i] = None
+                outs, rows = self._decode([prompts[i] for i in chunk], [budgets[i] for i in chunk], reused, params, generator, room)
+                del reused
                 left += rows
                 for k, i in enumerate(chunk):
                     results[i] = outs[k * params.n : (k + 1) * params.n]
@@ -210,10 +217,10 @@ class HFPolicy:
         ids, attn, positions = (t.to(device) for t in _left_padded(new, past, int(self.tokenizer.pad_token_id)))
         if reuse:
             capacity = width_past + width_new + max(budgets)
-            for layer_index, layer in enumerate(cache.layers):
-                keys, values = _stack_kept(kept, layer_index, width_past, self.model, device)
-                if keys is not None:
-                    layer.fill(keys, values, capacity)
+            if width_past:
+                for layer_index, layer in enumerate(cache.layers):
+                    layer.fill_rows([k.kv[layer_index] if k is not None else None for k in kept], width_past, capacity)
+            kept.clear()  # read into the cache: the caller's list was their last holder
         self.stats.prefill_tokens += sum(len(x) for x in new)
         self.stats.reused_tokens += sum(past)
         logits = self._last_logits(ids, attn, positions, cache)
@@ -251,8 +258,7 @@ class HFPolicy:
                     if size > room[0]:
                         continue  # over the memory budget: this row's next turn is prefilled in full
                     room[0] -= size
-                    kv = [layer.row(j, columns) for layer in cache.layers]
-                    left.append(KeptRow(row_prompt[r] + tokens[r][:-1], kv))
+                    left.append(KeptRow(row_prompt[r] + tokens[r][:-1], RowKV.of_row(cache.layers, j, columns)))
             if not keep:
                 break
             if len(keep) < len(live):
@@ -366,23 +372,6 @@ def _compute_dtype(model: torch.nn.Module, setting: str, device: torch.device) -
         raise ConfigError(f"dtype {setting!r} needs a model loaded in it (HFPolicy.from_config does that); this model's weights are "
                           f"float32: give dtype one of {', '.join(PRECISIONS)}")
     return compute_dtype(setting, device)
-
-
-def _stack_kept(kept: list[KeptRow | None], layer: int, width: int, model, device) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-    """(B, H, width, D) keys and values of layer `layer` for a chunk's kept rows, left-padded with zeros
-    (masked out by the attention mask); (None, None) when no row has any."""
-    some = next((k for k in kept if k is not None), None)
-    if some is None or width == 0:
-        return None, None
-    k0, v0 = some.kv[layer]
-    keys = k0.new_zeros((len(kept), k0.shape[0], width, k0.shape[-1]), device=device)
-    values = v0.new_zeros((len(kept), v0.shape[0], width, v0.shape[-1]), device=device)
-    for i, row in enumerate(kept):
-        if row is not None:
-            k, v = row.kv[layer]
-            keys[i, :, width - k.shape[1] :] = k
-            values[i, :, width - v.shape[1] :] = v
-    return keys, values
 
 
 def _left_padded(new: list[list[int]], past: list[int], pad: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

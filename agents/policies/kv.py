@@ -100,22 +100,46 @@ class GrowingLayer(_layer_base()):
         self._views()
         return self.keys, self.values
 
-    def fill(self, keys: torch.Tensor, values: torch.Tensor, capacity: int) -> None:
-        """Start from (B, H, L, D) `keys` and `values` (the kept rows, left-padded), with room for `capacity`."""
-        self.lazy_initialization(keys, values)
-        self.reserve(max(capacity, keys.shape[-2]))
-        self._k[:, :, : keys.shape[-2]] = keys
-        self._v[:, :, : values.shape[-2]] = values
-        self.length = keys.shape[-2]
+    def fill_rows(self, rows: list[tuple[torch.Tensor, torch.Tensor] | None], width: int, capacity: int) -> None:
+        """Start from each row's kept (H, L_i, D) keys and values (None: the row kept none), right-aligned in the
+        first `width` positions with zeros before them (masked out by the attention mask), with room for
+        `capacity` positions: written straight into the buffer, with no batch-sized copy in between."""
+        k0, v0 = next(r for r in rows if r is not None)
+        self.device = k0.device
+        self._k = k0.new_empty((len(rows), k0.shape[0], max(capacity, width), k0.shape[-1]))
+        self._v = v0.new_empty((len(rows), v0.shape[0], max(capacity, width), v0.shape[-1]))
+        self._k[:, :, :width].zero_()  # never garbage: a NaN at a masked position would still reach the output
+        self._v[:, :, :width].zero_()
+        for i, row in enumerate(rows):
+            if row is not None:
+                k, v = row
+                self._k[i, :, width - k.shape[1] : width] = k
+                self._v[i, :, width - v.shape[1] : width] = v
+        self.length = width
+        self.is_initialized = True
         self._views()
 
     def get_seq_length(self) -> int:
         return self.length if self.is_initialized else 0
 
     def batch_select_indices(self, indices: torch.Tensor) -> None:
-        if self.is_initialized:
+        """Keep the rows `indices` (increasing), moved to the front of the buffer in place: a copy of the whole
+        cache per finished row would allocate (and page-fault in) a cache's worth of memory each time. The
+        buffer keeps its size until the chunk ends, so a chunk's finished rows free their cache memory then,
+        not as they finish (with `fill_rows`, measured: greedy evaluation 1.85 -> 1.56 s a question, its peak
+        0.4 GB higher at 100 questions; docs/experiment-log.md, "Evaluation against its size")."""
+        if not self.is_initialized:
+            return
+        kept = indices.tolist()
+        if kept != sorted(kept) or len(set(kept)) != len(kept):  # not the decoder's case: a plain gather
             self._k, self._v = self._k[indices], self._v[indices]
-            self._views()
+        else:
+            for j, i in enumerate(kept):  # j <= i: a row is read before anything is written over it
+                if j != i:
+                    self._k[j, :, : self.length] = self._k[i, :, : self.length]
+                    self._v[j, :, : self.length] = self._v[i, :, : self.length]
+            self._k, self._v = self._k[: len(kept)], self._v[: len(kept)]
+        self._views()
 
     def batch_repeat_interleave(self, repeats: int) -> None:
         if self.is_initialized:
@@ -135,13 +159,53 @@ class GrowingLayer(_layer_base()):
         self.values = self._v[:, :, : self.length]
 
 
+class RowKV:
+    """One row's keys and values in every layer, as two tensors: (layers, H, L, D) keys and (layers, H, L, D')
+    values; `kv[layer]` is that layer's (H, L, D) keys and values.
+
+    Two allocations per row, not two per layer: a layer's share of a short row is a few hundred kilobytes,
+    under the allocator's mmap threshold (`agents.memory.MMAP_THRESHOLD`), so per-layer copies came from the
+    C heap, where rows of every length freed and made turn after turn fragment it: a 200-question greedy
+    evaluation grew its heap to 1.27 GB with 0.6-0.9 GB of it free, and its peak RSS by 0.4 GB over 80
+    questions (docs/experiment-log.md, "Evaluation against its size"). A whole row is megabytes: mapped on its own
+    and returned to the OS when freed."""
+
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor):
+        self.keys, self.values = keys, values
+
+    @classmethod
+    def of_row(cls, layers, index: int, columns: torch.Tensor) -> RowKV | list[tuple[torch.Tensor, torch.Tensor]]:
+        """Row `index`'s keys and values at `columns` in each of `layers` (`GrowingLayer`s); a per-layer list
+        where the layers' shapes differ (and cannot be stacked)."""
+        k0, v0 = layers[0].keys, layers[0].values
+        if any(layer.keys.shape[1:] != k0.shape[1:] or layer.values.shape[1:] != v0.shape[1:] for layer in layers):
+            return [layer.row(index, columns) for layer in layers]
+        keys = k0.new_empty((len(layers), k0.shape[1], len(columns), k0.shape[-1]))
+        values = v0.new_empty((len(layers), v0.shape[1], len(columns), v0.shape[-1]))
+        for i, layer in enumerate(layers):
+            torch.index_select(layer.keys[index], 1, columns, out=keys[i])
+            torch.index_select(layer.values[index], 1, columns, out=values[i])
+        return cls(keys, values)
+
+    def __getitem__(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.keys[layer], self.values[layer]
+
+    def __len__(self) -> int:
+        return self.keys.shape[0]
+
+    @property
+    def nbytes(self) -> int:
+        return self.keys.numel() * self.keys.element_size() + self.values.numel() * self.values.element_size()
+
+
 @dataclass
 class KeptRow:
     """What one finished row leaves for the next call: its token ids (those whose keys and values were
-    computed: the prompt and every sampled token but the last) and, per layer, (H, L, D) keys and values."""
+    computed: the prompt and every sampled token but the last) and its keys and values: `kv[layer]` is
+    that layer's (H, L, D) keys and values (a `RowKV`, or a per-layer list)."""
 
     ids: list[int]
-    kv: list[tuple[torch.Tensor, torch.Tensor]]
+    kv: RowKV | list[tuple[torch.Tensor, torch.Tensor]]
 
 
 def weights_fingerprint(model: torch.nn.Module) -> tuple[int, int]:

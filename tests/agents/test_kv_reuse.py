@@ -125,6 +125,51 @@ def test_growing_layer_matches_transformers_dynamic_layer():
     assert torch.equal(kk, plain.keys[1][:, columns]) and torch.equal(vv, plain.values[1][:, columns])
 
 
+def test_fill_rows_right_aligns_kept_rows_over_zeros_and_selection_moves_rows_in_place():
+    from agents.policies.kv import GrowingLayer
+
+    torch.manual_seed(0)
+    a, b = (torch.randn(3, 4, 2), torch.randn(3, 4, 2)), (torch.randn(3, 2, 2), torch.randn(3, 2, 2))
+    layer = GrowingLayer()
+    layer.fill_rows([a, None, b], width=5, capacity=9)
+    assert layer.keys.shape == (3, 3, 5, 2) and layer._k.shape[2] == 9
+    assert torch.equal(layer.keys[0, :, 1:], a[0]) and torch.equal(layer.values[2, :, 3:], b[1])
+    assert not layer.keys[0, :, :1].any() and not layer.keys[1].any() and not layer.values[2, :, :3].any()
+    new_k, new_v = torch.randn(3, 3, 1, 2), torch.randn(3, 3, 1, 2)
+    layer.update(new_k, new_v)
+    before_k, before_v = layer.keys.clone(), layer.values.clone()
+    storage = layer._k.untyped_storage().data_ptr()
+    layer.batch_select_indices(torch.tensor([1, 2]))
+    assert torch.equal(layer.keys, before_k[[1, 2]]) and torch.equal(layer.values, before_v[[1, 2]])
+    assert layer._k.untyped_storage().data_ptr() == storage  # moved within its buffer, nothing allocated
+    layer.batch_select_indices(torch.tensor([1, 0]))  # any other order still gathers
+    assert torch.equal(layer.keys, before_k[[2, 1]])
+
+
+def test_a_kept_row_is_one_allocation_for_every_layer_and_reads_back_per_layer():
+    """A finished row's keys and values are kept in two tensors over all layers (a per-layer list only where
+    the layers' shapes differ), and `kv[layer]` gives back each layer's row exactly."""
+    from agents.policies.kv import GrowingLayer, RowKV
+
+    torch.manual_seed(0)
+    layers = [GrowingLayer(), GrowingLayer(), GrowingLayer()]
+    for layer in layers:
+        layer.update(torch.randn(2, 3, 9, 4), torch.randn(2, 3, 9, 4))
+    columns = torch.tensor([1, 2, 8])
+    kv = RowKV.of_row(layers, 1, columns)
+    assert isinstance(kv, RowKV) and len(kv) == 3 and kv.keys.shape == (3, 3, 3, 4)
+    assert kv.nbytes == 2 * 3 * 3 * 3 * 4 * 4
+    for i, layer in enumerate(layers):
+        k, v = layer.row(1, columns)
+        assert torch.equal(kv[i][0], k) and torch.equal(kv[i][1], v)
+    odd = [GrowingLayer(), GrowingLayer()]
+    odd[0].update(torch.randn(2, 3, 9, 4), torch.randn(2, 3, 9, 4))
+    odd[1].update(torch.randn(2, 1, 9, 4), torch.randn(2, 1, 9, 4))  # fewer heads: not stackable
+    mixed = RowKV.of_row(odd, 0, columns)
+    assert isinstance(mixed, list) and [k.shape[0] for k, _ in mixed] == [3, 1]
+    assert torch.equal(mixed[1][1], odd[1].values[0][:, columns])
+
+
 def test_a_seed_samples_the_same_tokens_with_and_without_kept_rows(tiny):
     """A row's place in the batch decides which random numbers it samples with: kept rows must not reorder
     the batch. Here the shorter second-turn prompt has more new tokens to prefill than the longer one."""
@@ -184,3 +229,36 @@ def test_questions_run_in_waves_that_the_kept_rows_hold(tiny, make_env):
     assert max(t.num_turns for t in whole) > 1
     assert small.stats.reused_tokens == policy.stats.reused_tokens > 0
     assert small.stats.prefill_tokens == policy.stats.prefill_tokens
+
+
+def test_the_last_calls_rows_are_freed_chunk_by_chunk_as_this_call_reads_them(tiny):
+    """A call holds the previous call's kept rows only until the chunk that continues them has read them into
+    its cache: by the time a later chunk decodes, the rows an earlier chunk reused are gone (so the last
+    call's rows and this call's add up to about one budget, not two)."""
+    import gc
+    import weakref
+
+    model, tok = tiny
+    policy = HFPolicy(model, tok, config=HFPolicyConfig(seed=0, max_batch_rows=1))
+    prompts = [tok.encode(q, add_special_tokens=False) for q in ("Which river flows through Rome?", "Who built the old bridge?")]
+    params = SamplingParams(temperature=0.0, max_new_tokens=4, stop_token_ids=())
+    firsts = policy.generate(prompts, params)
+    old = {len(r.ids): weakref.ref(r.kv.keys) for r in policy._kept.rows}
+    assert len(old) == 2
+    following = [p + f[0].token_ids + tok.encode(" <information> Tiber </information>", add_special_tokens=False)
+                 for p, f in zip(prompts, firsts)]
+    alive_at_chunk = []
+    decode = policy._decode
+
+    def counting(chunk_prompts, *args):
+        gc.collect()
+        alive_at_chunk.append(sum(ref() is not None for ref in old.values()))
+        return decode(chunk_prompts, *args)
+
+    policy._decode = counting
+    before = policy.stats.copy()
+    policy.generate(following, params)
+    assert policy.stats.reused_tokens - before.reused_tokens == sum(old)  # both continuations reused their rows
+    assert alive_at_chunk == [2, 1]  # the first chunk's row was freed before the second chunk decoded
+    gc.collect()
+    assert all(ref() is None for ref in old.values())
