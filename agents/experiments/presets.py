@@ -98,8 +98,9 @@ class Preset:
     world_seed: int | None = None
     """The synthetic world's seed (`EnvConfig.world_seed`); None: each seed builds its own world."""
     workers: int = 1
-    """Learners trained side by side, each in its own process with 1/`workers` of the threads: on a small CPU
-    two one-thread processes get more done than one two-thread process (small matmuls scale poorly)."""
+    """Learners trained side by side, `workers` at a time, each in a fresh process of its own with 1/`workers` of
+    the threads: on a small CPU two one-thread processes get more done than one two-thread process (small
+    matmuls scale poorly), and each learner's peak memory (`peak_rss_gb` in its results entry) is its own."""
     credit_questions: int = 0
     """Questions of the credit view's batch (`agents.experiments.credit`): sampled once by the start policy, with
     `credit_group` rollouts each, and shown as each learner's advantages per round; 0 leaves the view out."""

@@ -24,11 +24,12 @@ def _avg_columns(results: dict, names: list[str]) -> list[str]:
 
 
 def seed_table(results: dict, learners: list[str]) -> str:
-    """One seed's policies: test EM/F1 (greedy, and Avg@k when measured), searches, training reward, time."""
+    """One seed's policies: test EM/F1 (greedy, and Avg@k when measured), searches, training reward, time, and the
+    peak memory of the process that trained the learner (its own when each learner had a process of its own)."""
     names = [n for n in ("base", "start", *learners) if "eval" in results.get(n, {})]
     avg = _avg_columns(results, names)
     head = ["policy", "test EM", *[f"Avg@{k.split('@')[1].split('/')[0]} EM" for k in avg], "test F1", "searches/ep",
-            "train reward (first -> last)", "minutes"]
+            "train reward (first -> last)", "minutes", "peak RSS (GB)"]
     lines = ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
     labels = {"base": "base (as released)", "start": "start (cold-started)"}
     for name in names:
@@ -37,8 +38,9 @@ def seed_table(results: dict, learners: list[str]) -> str:
         h = r.get("history")
         reward = f"{h[0]['rollout/reward']:.3f} -> {h[-1]['rollout/reward']:.3f}" if h and "rollout/reward" in h[0] else "-"
         minutes = f"{r['minutes']:.1f}" if "minutes" in r else "-"
+        peak = f"{r['peak_rss_gb']:.2f}" if "peak_rss_gb" in r else "-"
         cells = [labels.get(name, name), f"{e['eval/em']:.3f}", *[f"{e[k]:.3f}" if k in e else "-" for k in avg],
-                 f"{e['eval/f1']:.3f}", f"{e['eval/searches']:.2f}", reward, minutes]
+                 f"{e['eval/f1']:.3f}", f"{e['eval/searches']:.2f}", reward, minutes, peak]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -25,7 +25,7 @@ from agents.experiments.fingerprint import trainer_eval_fingerprint
 from agents.experiments.presets import SFT, WHAT_DIFFERS, Preset
 from agents.experiments.progress import counting_calls, counting_passes, evaluation_budget, phase
 from agents.experiments.resume import RL_ONLY, check_same_setting, logged_history, run_setting, write_json
-from agents.memory import release_memory
+from agents.memory import peak_rss_gb, release_memory
 from agents.precision import dtype_name
 from agents.train import TrainConfig
 from agents.train.config import EnvConfig, OptimConfig, RolloutConfig
@@ -201,7 +201,8 @@ def run_seed(preset: Preset, learners: list[str], steps: int, seed: int, out: Pa
     print(f"[start policy] cold-started: test EM {start_eval['eval/em']:.3f}, F1 {start_eval['eval/f1']:.3f}, "
           f"searches/ep {start_eval['eval/searches']:.2f} ({time.perf_counter() - t0:.0f} s)", flush=True)
 
-    results["start"] = {"eval": start_eval, **start_questions, "minutes": (time.perf_counter() - t0) / 60, "dtype": starter_dtype}
+    results["start"] = {"eval": start_eval, **start_questions, "minutes": (time.perf_counter() - t0) / 60, "dtype": starter_dtype,
+                        "peak_rss_gb": round(peak_rss_gb(), 2)}  # the run's first process: the cold start and its evaluation
     if start_hotpotqa:
         results["start"]["hotpotqa"] = start_hotpotqa
         print(f"[start policy] HotpotQA: EM {start_hotpotqa['hotpotqa/em']:.3f}, F1 {start_hotpotqa['hotpotqa/f1']:.3f}", flush=True)
@@ -222,17 +223,15 @@ def _train_learners(preset: Preset, learners: list[str], results: dict, start_di
     view = _credit_job(preset, config, start_dir) if preset.credit_questions and learners else None
     workers = min(preset.workers, len(learners))
     if workers > 1:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-
         threads = jobs[learners[0]].args[0].threads
         print(f"\n{len(learners)} learners in {workers} processes side by side, {threads or 'the default'} thread(s) each; "
               "their progress lines interleave", flush=True)
-        # spawn, not fork: the parent holds torch's thread pools and numba's state, which a fork would copy.
-        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_start) as pool:
-            futures = {name: pool.submit(jobs[name]) for name in sorted(learners, key=lambda n: n != "cosearch")}
-            # Submitted last: it runs in the process that finishes its learners first, while COSEARCH still trains.
-            viewed = pool.submit(view) if view else None
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(workers) as pool:
+            # Longest first (COSEARCH); the view last: it runs beside COSEARCH once a process is free.
+            futures = {name: pool.submit(in_own_process, jobs[name]) for name in sorted(learners, key=lambda n: n != "cosearch")}
+            viewed = pool.submit(in_own_process, view) if view else None
             done = {name: futures[name].result() for name in learners}
             if viewed:
                 results["credit"] = viewed.result()
@@ -290,6 +289,19 @@ def fingerprint_differences(got: dict, expected: dict, own_options: set[str] = f
     from agents.experiments.fingerprint import differences
 
     return [k for k, _, _ in differences(expected, got) if not own_options.intersection(k.split("."))]
+
+
+def in_own_process(job):
+    """`job()` run in a fresh process of its own (spawned, not forked: the parent holds torch's thread pools and
+    numba's state, which a fork would copy), returning its result: a learner's peak memory is then its own, not
+    the highest of the jobs that ran before it in a shared process, and no allocator state carries over. (A pool
+    of processes each replaced after one task, `max_tasks_per_child=1`, would do the same on Python 3.11+ only,
+    where that option can deadlock with queued tasks: CPython issue 115634.)"""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_start) as pool:
+        return pool.submit(job).result()
 
 
 def _worker_start() -> None:
@@ -351,7 +363,7 @@ def learner_result(config: TrainConfig, learner: str, eval_samples: int, hotpotq
     del trainer
     release_memory()
     entry = {"eval": final, **final_questions, "history": history, "signals": mean_signals(history),
-             "minutes": (time.perf_counter() - t) / 60, "dtype": trained_dtype}
+             "minutes": (time.perf_counter() - t) / 60, "dtype": trained_dtype, "peak_rss_gb": round(peak_rss_gb(), 2)}
     if final_hotpotqa:
         entry["hotpotqa"] = final_hotpotqa
     if second_step is not None:

@@ -229,6 +229,7 @@ def test_learners_side_by_side_in_processes_match_one_after_another(tmp_path):
     assert one["fingerprint"] == two["fingerprint"]
     for name in ("grpo", "e-grpo"):
         assert one[name]["eval_em"] == two[name]["eval_em"]
+        assert one[name]["peak_rss_gb"] > 0 and two[name]["peak_rss_gb"] > 0  # each learner's process's peak, reported
         for a, b in zip(one[name]["history"], two[name]["history"], strict=True):
             assert a["rollout/sampled_tokens"] == b["rollout/sampled_tokens"]
             assert a["loss/grad_norm"] == pytest.approx(b["loss/grad_norm"], rel=1e-5, abs=1e-7)
