@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 
 
@@ -83,3 +84,154 @@ def tune_allocator(threshold: int | None = MMAP_THRESHOLD) -> bool:
     m_mmap_threshold = -3  # malloc.h
     _tuned = bool(mallopt(m_mmap_threshold, int(threshold)))
     return _tuned
+
+
+class Parking:
+    """Named groups of tensors (a model's weights, an optimizer's states, a frozen KL reference) that wait in
+    a file while what runs does not read them, and come back bit for bit when it does.
+
+    A trainer with two models holds both models' weights, both optimizers' states and both references, but
+    each phase of a step reads only some of them: rollouts the weights, the policy's update the policy's
+    weights, states and reference, the second model's update its own (`OptimConfig.park_idle`). `keep(names)`
+    makes exactly the named groups resident: every other group's tensors are written to
+    `directory/<group>.bin` and replaced by empty ones (a parameter keeps its identity: its `.data` is
+    swapped, so optimizers and tied weights still find it), and parked groups that are named are read back.
+    A `frozen` group (a reference nothing updates) is written once and afterwards only freed and read.
+
+    What a parked group holds must not be used until it is kept again: a forward pass over a parked model
+    fails on its empty weights, and an optimizer step over parked states fails the same way, rather than
+    computing with anything else.
+    """
+
+    def __init__(self, directory: str | Path, groups: dict[str, tuple[list, list]], frozen: tuple[str, ...] = ()):
+        """`groups`: name -> (modules, optimizers) whose parameters and buffers, and state tensors, it holds;
+        None entries are left out (a learner without a KL has no reference)."""
+        self.directory = Path(directory)
+        self.groups = {name: ([m for m in modules if m is not None], [o for o in optimizers if o is not None])
+                       for name, (modules, optimizers) in groups.items()}
+        self.frozen = set(frozen)
+        self._parked: dict[str, list[tuple[object, object, tuple, object]]] = {}
+        """Parked group -> (holder, key, shape, dtype) per tensor, in file order; key None: a parameter or buffer."""
+        self._written: set[str] = set()
+        """Frozen groups whose file holds their tensors."""
+        self._dropped: set[str] = set()
+        self.seconds = 0.0
+        """Time spent writing and reading, in all."""
+        self.bytes_moved = 0
+        """Bytes written and read, in all."""
+
+    @property
+    def parked(self) -> tuple[str, ...]:
+        return tuple(self._parked)
+
+    def parked_gb(self) -> float:
+        """GB (10^9 bytes) now waiting in files."""
+        return sum(_nbytes(shape, dtype) for records in self._parked.values() for *_, shape, dtype in records) / 1e9
+
+    def keep(self, *names: str) -> None:
+        """Make the named groups resident and park every other one."""
+        unknown = set(names) - set(self.groups)
+        if unknown:
+            raise KeyError(f"no parking group {sorted(unknown)}; groups: {sorted(self.groups)}")
+        if self._dropped & set(names):
+            raise RuntimeError(f"parked groups {sorted(self._dropped & set(names))} were dropped by close()")
+        import time
+
+        start = time.perf_counter()
+        for name in self.groups:
+            if name not in names and name not in self._parked:
+                self._park(name)
+        freed = any(name not in names for name in self.groups)
+        for name in names:
+            if name in self._parked:
+                self._restore(name)
+        if freed:
+            release_memory()
+        self.seconds += time.perf_counter() - start
+
+    def keep_all(self) -> None:
+        self.keep(*self.groups)
+
+    def close(self) -> None:
+        """Delete the files: parked groups are dropped (keeping one afterwards raises), resident ones stay."""
+        for name in [*self._parked, *self._written]:
+            self._path(name).unlink(missing_ok=True)
+        self._dropped = set(self._parked)
+        self._parked.clear()
+        self._written.clear()
+        try:
+            self.directory.rmdir()
+        except OSError:
+            pass
+
+    def _tensors(self, name: str):
+        """(holder, key, tensor) of every tensor of a group, each once: key None for a parameter or buffer (its
+        `.data` is swapped), else the key of an optimizer state dict."""
+        import torch
+
+        seen: set[int] = set()
+        modules, optimizers = self.groups[name]
+        for module in modules:
+            for tensor in [*module.parameters(), *module.buffers()]:
+                if id(tensor) not in seen and tensor.numel() > 0:
+                    seen.add(id(tensor))
+                    yield tensor, None, tensor
+        for optimizer in optimizers:
+            for state in optimizer.state.values():
+                for key, value in state.items():
+                    if torch.is_tensor(value) and value.numel() > 1 and id(value) not in seen:  # a scalar step count stays
+                        seen.add(id(value))
+                        yield state, key, value
+
+    def _path(self, name: str) -> Path:
+        return self.directory / (name.replace("/", "--") + ".bin")
+
+    def _park(self, name: str) -> None:
+        import torch
+
+        records = []
+        write = name not in self._written
+        self.directory.mkdir(parents=True, exist_ok=True)
+        with open(self._path(name), "wb") if write else nullcontext() as f:
+            for holder, key, tensor in list(self._tensors(name)):
+                shape, dtype, device = tuple(tensor.shape), tensor.dtype, tensor.device
+                if write:
+                    data = tensor.detach().to("cpu").contiguous()
+                    f.write(memoryview(data.view(-1).view(torch.uint8).numpy()))
+                    self.bytes_moved += data.numel() * data.element_size()
+                empty = torch.empty(0, dtype=dtype, device=device)
+                if key is None:
+                    holder.data = empty
+                else:
+                    holder[key] = empty
+                records.append((holder, key, shape, (dtype, device)))
+        if name in self.frozen:
+            self._written.add(name)
+        self._parked[name] = records
+
+    def _restore(self, name: str) -> None:
+        import torch
+
+        records = self._parked.pop(name)
+        with open(self._path(name), "rb") as f:
+            for holder, key, shape, (dtype, device) in records:
+                data = torch.empty(shape, dtype=dtype)
+                view = data.view(-1).view(torch.uint8).numpy()
+                if f.readinto(memoryview(view)) != view.nbytes:
+                    raise OSError(f"{self._path(name)}: parked tensors of {name!r} are cut short")
+                self.bytes_moved += view.nbytes
+                data = data.to(device)
+                if key is None:
+                    holder.data = data
+                else:
+                    holder[key] = data
+        if name not in self.frozen:
+            self._path(name).unlink()
+
+
+def _nbytes(shape: tuple, dtype_device) -> int:
+    import math
+
+    import torch
+
+    return math.prod(shape) * torch.empty(0, dtype=dtype_device[0]).element_size()

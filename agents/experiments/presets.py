@@ -67,6 +67,9 @@ class Preset:
     """Where the update runs."""
     gradient_checkpointing: bool = False
     """Recompute activations in the update's backward pass (`OptimConfig.gradient_checkpointing`)."""
+    park_idle: bool = False
+    """Let the tensors a phase of a step does not read wait in files (`OptimConfig.park_idle`): how a run holds its
+    memory, not what it learns (the same numbers), so runs that differ in it merge."""
     max_batch_rows: int = 64
     """Rows the in-process policy decodes together (`RolloutConfig.max_batch_rows`)."""
     dtype: str = "auto"
@@ -153,7 +156,8 @@ PRESETS = {
     # lr 1e-5: at 2e-6 three updates left every learner sampling token-identical rollouts (same seed).
     # Activation checkpointing: with it the update of the GRPO-family learners peaks under 4 GB (so a 16 GB laptop
     # holds the job's processes), at the price of a recompute that the bfloat16 update, twice as fast, pays for
-    # (docs/learners.md, "CPU precision (bfloat16)"). 64 rows: sampled tok/s still rises from batch 8 to 32,
+    # (docs/learners.md, "CPU precision (bfloat16)"); idle tensors (the optimizers' states, the references, the model
+    # that is not updating) wait in files, which COSEARCH's two models need to stay under 4 GB. 64 rows: sampled tok/s still rises from batch 8 to 32,
     # so a step's 8 rows and an eval's 20 go in one chunk (`python -m benchmarks.step`, docs/learners.md
     # "Speed and memory on CPU").
     # Two learner processes at one thread each (COSEARCH, the longest, in one; the other three in turn in the
@@ -163,7 +167,7 @@ PRESETS = {
     # The credit view: 4 questions (the 2 steps' 2 + 2, so every question the learners train on) x 8 rollouts,
     # sampled in the process that finishes GRPO, CW-GRPO and E-GRPO while COSEARCH still trains.
     "cpu": Preset("smollm2-135m", 1000, (1, 2), 8, 2, 2, 4, 20, 64, 512, 1, 1e-5, SHORT_TEMPLATE, gradient_checkpointing=True,
-                  max_batch_rows=64, max_turns=4, workers=2, eval_base=False, credit_questions=4),
+                  park_idle=True, max_batch_rows=64, max_turns=4, workers=2, eval_base=False, credit_questions=4),
     # The learning check: 2-hop questions (two search rounds that differ in contribution), a short cold start
     # that leaves room to improve (8 steps: greedy test EM 0.68 on 60 questions, with 512 response tokens;
     # 320 cut most episodes before their answer), 200 held-out questions, three RL seeds from one shared

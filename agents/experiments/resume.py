@@ -20,7 +20,7 @@ def write_json(path: Path, value) -> None:
     os.replace(tmp, path)
 
 
-RESUME_FREE = ("threads", "resume", "checkpoint_every", "optim.micro_batch", "optim.gradient_checkpointing")
+RESUME_FREE = ("threads", "resume", "checkpoint_every", "optim.micro_batch", "optim.gradient_checkpointing", "optim.park_idle")
 """`TrainConfig` fields a resumed learner may change: how many threads compute it, whether it checkpoints and
 how its update holds its memory do not change what it learns (the last two change float rounding, so a resume
 is bit-exact only with the same ones)."""

@@ -142,7 +142,8 @@ def train_config(preset: Preset, steps: int, seed: int, out: Path, backend: dict
                               max_response_tokens=preset.max_response_tokens, max_batch_rows=preset.max_batch_rows,
                               **backend.get("rollout", {})),
         optim=OptimConfig(lr=preset.lr, cold_start_steps=cold_start_steps, cold_start_skip=skip, cold_start_shows=preset.cold_start_shows,
-                          gradient_checkpointing=preset.gradient_checkpointing, micro_batch=preset.micro_batch))
+                          gradient_checkpointing=preset.gradient_checkpointing, micro_batch=preset.micro_batch,
+                          park_idle=preset.park_idle))
 
 
 def run_seed(preset: Preset, learners: list[str], steps: int, seed: int, out: Path, backend: dict | None = None,

@@ -133,6 +133,9 @@ class RankerTrainer(SecondModel):
     def release_memory(self) -> None:
         self.policy.release_memory()
 
+    def parts(self) -> tuple[list[torch.nn.Module], list[Any], list[torch.nn.Module]]:
+        return [self.models["ranker"]], [self.optimizers["ranker"][0]], [self.reference] if self.reference is not None else []
+
     def ranker(self):
         """An `LLMRanker` over this model's sampler, with the config's prompt and decoding settings."""
         from searchgym.backends.gather import GatheringBackend

@@ -70,9 +70,10 @@ class SecondModel(ABC):
     declares every member the trainer uses. The trainer holds it, puts `models` and `optimizers` into every
     checkpoint, builds envs with `env_options`, reads `gathers_env_calls` when it builds the rollout engine, calls
     `cold_start` once in a run that starts from step 0, `begin_step` before each step's rollouts and
-    `train_step` after the policy's update, and `release_memory` before the policy's update. A subclass must
-    implement the abstract methods; `cold_start`, `release_memory`, `gathers_env_calls` and `last_step` have
-    defaults (no cold start, nothing to free, no gathering, nothing to report) to override."""
+    `train_step` after the policy's update, `release_memory` before the policy's update, and `parts` when
+    it lets idle tensors wait in files (`OptimConfig.park_idle`). A subclass must implement the abstract
+    methods; `cold_start`, `release_memory`, `parts`, `gathers_env_calls` and `last_step` have defaults (no
+    cold start, nothing to free, its `models` and `optimizers`, no gathering, nothing to report) to override."""
 
     models: dict[str, torch.nn.Module]
     """Checkpointed weights, by a name other than "policy"."""
@@ -93,6 +94,12 @@ class SecondModel(ABC):
     def release_memory(self) -> None:
         """Free what its sampler caches (kept KV rows, a bfloat16 copy of the weights) while the policy updates;
         the next sampling call makes it again. By default there is nothing to free."""
+
+    def parts(self) -> tuple[list[torch.nn.Module], list[Any], list[torch.nn.Module]]:
+        """Its trained modules, their optimizers, and the frozen modules its update reads (a KL's reference): what
+        `OptimConfig.park_idle` lets wait in files while the policy samples or updates. By default `models`,
+        `optimizers`' optimizers and no reference; a subclass whose `models` holds a reference overrides it."""
+        return list(self.models.values()), [optimizer for optimizer, _ in self.optimizers.values()], []
 
     def last_step(self) -> dict[str, Any] | None:
         """What the last `train_step` trained on, as JSON values, for reports (COSEARCH's ranker: each call's

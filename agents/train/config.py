@@ -144,6 +144,13 @@ class OptimConfig:
     """Recompute each decoder layer's activations in the backward pass instead of keeping them, and the
     vocabulary logits `agents.rollout.batch.HEAD_CHUNK` scored tokens at a time: about a third more update
     compute for a fraction of the activation memory; the same gradient within float noise."""
+    park_idle: bool = False
+    """Let what a phase of the step does not read wait in files under `out_dir/parked` (`agents.memory.Parking`):
+    during rollouts and evaluations the optimizers' states and the KL references, during the policy's update
+    a second model's weights, states and reference, during a second model's update and cold start the
+    policy's. The same numbers (written and read back bit for bit, tested) in less memory, for seconds of file
+    traffic a step: COSEARCH on CPU holds two models, each with AdamW states twice its size. One process on a
+    CPU only (no `distributed`, no `sharding`)."""
     max_grad_norm: float = 1.0
     """Gradients are clipped to this global norm before each optimizer step."""
     adamw: str = "fused"
@@ -296,6 +303,9 @@ class TrainConfig:
         if self.rollout.backend == "sglang" and self.optim.lora:
             raise ConfigError("rollout backend 'sglang' cannot be combined with lora=True: the servers load full weights, "
                               "and LoRA adapters are not merged for them; train every weight or roll out with 'hf'")
+        if self.optim.park_idle and (self.distributed or not self.device.startswith("cpu")):
+            raise ConfigError("optim.park_idle lets tensors wait in files while one process trains on a CPU: drop it with "
+                              f"distributed=True or device={self.device!r} (on GPUs, sharding='fsdp2' with cpu_offload=True offloads)")
 
     @property
     def learner_name(self) -> str:

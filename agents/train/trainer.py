@@ -44,7 +44,7 @@ import torch
 import searchgym  # noqa: F401  (registers the env ids)
 from agents.learners.batch import LearnerBatch
 from agents.learners.registry import SecondModel, SecondModelContext, learner_for_config
-from agents.memory import peak_rss_gb, tune_allocator
+from agents.memory import Parking, peak_rss_gb, tune_allocator
 from agents.policies.hf import HFPolicy, HFPolicyConfig
 from agents.precision import compute_dtype, dtype_name, frozen_copy
 from agents.rollout import RolloutEngine
@@ -113,6 +113,9 @@ class Trainer:
             self.models.update(self.second_model.models)
             self.optimizers.update(self.second_model.optimizers)
 
+        self.parking = self._make_parking()
+        """Where idle tensors wait (`OptimConfig.park_idle`), or None."""
+
         # Rank 0 first: building the env can write caches under out_dir that the other ranks then read.
         with self.accelerator.main_process_first() if self.accelerator else nullcontext():
             self.env = self._make_env("train")
@@ -157,6 +160,29 @@ class Trainer:
             if config.rollout.backend == "hf":
                 self.model = copy.deepcopy(lm).requires_grad_(False)
             self.sharded = ShardedModel(lm, torch.device(device), cpu_offload=config.cpu_offload, autocast=self.compute_dtype)
+
+    def _make_parking(self) -> Parking | None:
+        """Groups of tensors each phase of a step does or does not read (`OptimConfig.park_idle`). The references
+        are written once, when first parked: by then they no longer change (a resumed run restored them before,
+        the policy's cold start made the policy's before the second model's cold start parks it, the second
+        model's is made by its cold start, before the first RL step parks it)."""
+        if not self.config.optim.park_idle:
+            return None
+        groups = {"policy": ([self.model], []), "policy/optimizer": ([], [self.optimizers["policy"][0]]),
+                  "policy/reference": ([self.reference], [])}
+        if self.second_model is not None:
+            modules, optimizers, references = self.second_model.parts()
+            groups.update({"second": (modules, []), "second/optimizer": ([], optimizers), "second/reference": (references, [])})
+        return Parking(self.out / "parked", groups, frozen=("policy/reference", "second/reference"))
+
+    def _keep(self, *names: str) -> None:
+        """With `park_idle`: make the named groups of tensors resident (those of a second model only when there is
+        one) and let the others wait in files."""
+        if self.parking is not None:
+            self.parking.keep(*(n for n in names if n in self.parking.groups))
+
+    SAMPLING = ("policy", "second")
+    """What rollouts and evaluations read: the models' weights."""
 
     def _make_second_model(self) -> SecondModel | None:
         config = self.config
@@ -223,6 +249,8 @@ class Trainer:
             optimizer.zero_grad(set_to_none=True)  # the last step's gradients (a second model's too) are spent
         if self.second_model is not None:
             self.second_model.begin_step()
+        park_s = self.parking.seconds if self.parking is not None else 0.0
+        self._keep(*self.SAMPLING)  # after a checkpoint or a cold start: the optimizers' states and references wait
         indices = self.questions(c.questions_per_step)
         trajectories = self.rollout_share(shard(indices, self.rank, self.world), self.step, self.rank)
         rollout_s = time.perf_counter() - start
@@ -231,6 +259,7 @@ class Trainer:
         self.policy.release_memory()
         if self.second_model is not None:
             self.second_model.release_memory()
+        self._keep("policy", "policy/optimizer", "policy/reference")
         update_start = time.perf_counter()
         stats, grad_norm = self.update(trajectories, targets)
         update_s = time.perf_counter() - update_start
@@ -252,8 +281,15 @@ class Trainer:
         if self.second_model is not None:
             self.optimizers["policy"][0].zero_grad(set_to_none=True)  # not held through the second model's update
             second_start = time.perf_counter()
+            self._keep("second", "second/optimizer", "second/reference")
             metrics.update(self.second_model.train_step(trajectories, self.env))
+            for optimizer, _ in self.second_model.optimizers.values():
+                optimizer.zero_grad(set_to_none=True)  # stepped: not held through the next rollouts or an evaluation
             metrics["time/second_model_s"] = time.perf_counter() - second_start
+        self._keep(*self.SAMPLING)
+        if self.parking is not None:
+            metrics["time/park_s"] = self.parking.seconds - park_s
+            metrics["perf/parked_gb"] = self.parking.parked_gb()
         self.step += 1
         metrics["time/step_s"] = time.perf_counter() - start
         # What is left: scoring, advantages, weight pushes, a second model's update, bookkeeping.
@@ -329,7 +365,9 @@ class Trainer:
                     self.reference.load_state_dict(self.model.state_dict())
             line.update({"cold_start/loss_first": losses[0], "cold_start/loss_last": losses[-1]})
         if self.second_model is not None:
+            self._keep("second", "second/reference")
             line.update(self.second_model.cold_start(self.env))
+            self._keep(*self.SAMPLING)
         if line:
             self._log({"step": 0, **line})
         return losses
@@ -342,6 +380,7 @@ class Trainer:
     def evaluation(self, count: int | None = None, samples: int = 0) -> Evaluation:
         """`evaluate`, plus each question's greedy EM and, with `samples` = k >= 2, Avg@k (seeded by the run's seed)."""
         split = setup.eval_split(self.config)
+        self._keep(*self.SAMPLING)
         return evaluate_policy(self.rollout_policy, lambda: self._make_env(split), self.engine.config, count or self.config.eval_questions,
                                samples=samples, temperature=self.config.rollout.temperature, seed=self.config.seed)
 
@@ -372,7 +411,10 @@ class Trainer:
 
     def save(self) -> Path | None:
         """Write a checkpoint (rank 0 only: the ranks hold the same weights; others return None). Sharded, every
-        rank writes its shards (`agents.train.sharded_checkpoint`) and rank 0 the rest."""
+        rank writes its shards (`agents.train.sharded_checkpoint`) and rank 0 the rest. With `park_idle`, what
+        waits in files is read back first (the next phase lets it wait again)."""
+        if self.parking is not None:
+            self.parking.keep_all()
         return trainer_state.save(self)
 
     def _log(self, metrics: dict[str, float]) -> None:
@@ -380,6 +422,10 @@ class Trainer:
             self.metrics_log.write(metrics, self.step)
 
     def close(self) -> None:
+        """Stop the rollout engine and servers' clients, and close the logs. With `park_idle`, what waits in files
+        (optimizer states, references) is dropped with the files; the models' weights stay."""
+        if self.parking is not None:
+            self.parking.close()
         self.engine.close()
         if self.rollout_policy is not self.policy:
             self.rollout_policy.close()
