@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 
@@ -152,6 +152,35 @@ class Parking:
     def keep_all(self) -> None:
         self.keep(*self.groups)
 
+    def group_of(self, holder) -> str | None:
+        """The group holding `holder` (one of its modules or optimizers), or None."""
+        for name, (modules, optimizers) in self.groups.items():
+            if any(holder is m for m in modules) or any(holder is o for o in optimizers):
+                return name
+        return None
+
+    @contextmanager
+    def resident(self, holder):
+        """While the block runs, the group holding `holder` is resident (as it is, if it was); a group that was
+        parked waits again afterwards, without being written again: its file still holds it. What a checkpoint
+        does, one model or optimizer at a time, so that reading it back costs one group's memory, not all."""
+        import time
+
+        name = self.group_of(holder)
+        if name is None or name not in self._parked:
+            yield
+            return
+        start = time.perf_counter()
+        self._restore(name, keep_file=True)
+        self.seconds += time.perf_counter() - start
+        try:
+            yield
+        finally:
+            start = time.perf_counter()
+            self._park(name, write=False)
+            release_memory()
+            self.seconds += time.perf_counter() - start
+
     def close(self) -> None:
         """Delete the files: parked groups are dropped (keeping one afterwards raises), resident ones stay."""
         for name in [*self._parked, *self._written]:
@@ -186,11 +215,13 @@ class Parking:
     def _path(self, name: str) -> Path:
         return self.directory / (name.replace("/", "--") + ".bin")
 
-    def _park(self, name: str) -> None:
+    def _park(self, name: str, write: bool | None = None) -> None:
+        """Free a group's tensors, writing them to its file first unless `write` is False (default: unless it is a
+        frozen group already written)."""
         import torch
 
         records = []
-        write = name not in self._written
+        write = name not in self._written if write is None else write
         self.directory.mkdir(parents=True, exist_ok=True)
         with open(self._path(name), "wb") if write else nullcontext() as f:
             for holder, key, tensor in list(self._tensors(name)):
@@ -209,7 +240,7 @@ class Parking:
             self._written.add(name)
         self._parked[name] = records
 
-    def _restore(self, name: str) -> None:
+    def _restore(self, name: str, keep_file: bool = False) -> None:
         import torch
 
         records = self._parked.pop(name)
@@ -225,7 +256,7 @@ class Parking:
                     holder.data = data
                 else:
                     holder[key] = data
-        if name not in self.frozen:
+        if name not in self.frozen and not keep_file:
             self._path(name).unlink()
 
 

@@ -33,6 +33,7 @@ import re
 import shutil
 import tempfile
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager as ContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -74,8 +75,12 @@ def trainable_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {n: p.detach().cpu().contiguous().clone() for n, p in model.named_parameters() if p.requires_grad}
 
 
-def save_checkpoint(root: Path, step: int, models: Mapping[str, torch.nn.Module], optimizers: Mapping[str, tuple], state: dict[str, Any], *, keep: int = 2) -> Path:
-    """Write checkpoint `step` under `root`; keep the newest `keep` checkpoints."""
+def save_checkpoint(root: Path, step: int, models: Mapping[str, torch.nn.Module], optimizers: Mapping[str, tuple], state: dict[str, Any], *,
+                    keep: int = 2, resident: Callable[[Any], ContextManager] | None = None) -> Path:
+    """Write checkpoint `step` under `root`; keep the newest `keep` checkpoints. `resident(x)`, when given, is
+    entered around the writing of each model and optimizer `x` (`agents.memory.Parking.resident`: one that
+    waits in a file is read back for its own write only)."""
+    resident = resident or (lambda _: nullcontext())
     root.mkdir(parents=True, exist_ok=True)
     for stale in root.glob(".tmp-*"):
         # Left by a process killed mid-save (never loaded: not a step-N folder); its space is needed now.
@@ -87,9 +92,11 @@ def save_checkpoint(root: Path, step: int, models: Mapping[str, torch.nn.Module]
         raise CheckpointError(f"could not write checkpoint {target}: {e}; the previous checkpoints are intact") from e
     try:
         for name, model in models.items():
-            save_file(trainable_state(model), str(tmp / f"{name}.safetensors"))
+            with resident(model):
+                save_file(trainable_state(model), str(tmp / f"{name}.safetensors"))
         for name, (optimizer, scheduler) in optimizers.items():
-            torch.save({"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict()}, tmp / f"{name}.optim.pt")
+            with resident(optimizer):
+                torch.save({"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict()}, tmp / f"{name}.optim.pt")
         (tmp / "state.json").write_text(json.dumps({**state, "step": step, "rng": rng_state(), "checkpoint_format": FORMAT}))
         write_manifest(tmp)
         sync_tree(tmp)  # every byte on disk before the checkpoint exists under its name

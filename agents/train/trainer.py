@@ -412,9 +412,7 @@ class Trainer:
     def save(self) -> Path | None:
         """Write a checkpoint (rank 0 only: the ranks hold the same weights; others return None). Sharded, every
         rank writes its shards (`agents.train.sharded_checkpoint`) and rank 0 the rest. With `park_idle`, what
-        waits in files is read back first (the next phase lets it wait again)."""
-        if self.parking is not None:
-            self.parking.keep_all()
+        waits in files is read back one model or optimizer at a time, for its own write."""
         return trainer_state.save(self)
 
     def _log(self, metrics: dict[str, float]) -> None:

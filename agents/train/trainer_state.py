@@ -34,7 +34,8 @@ def save(trainer: Trainer) -> Path | None:
         trainer.accelerator.wait_for_everyone()
     if not trainer.is_main:
         return None
-    return save_checkpoint(trainer.out / "checkpoints", trainer.step, trainer.models, trainer.optimizers, state)
+    return save_checkpoint(trainer.out / "checkpoints", trainer.step, trainer.models, trainer.optimizers, state,
+                           resident=trainer.parking.resident if trainer.parking is not None else None)
 
 
 def whole_models(trainer: Trainer) -> dict[str, torch.nn.Module]:

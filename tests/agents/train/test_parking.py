@@ -85,6 +85,25 @@ def test_a_frozen_group_is_written_once(tmp_path):
     assert not (tmp_path / "parked").exists()
 
 
+def test_resident_brings_one_group_back_for_a_block_and_lets_it_wait_again_unwritten(tmp_path):
+    model, optimizer, reference, _ = _stepped()
+    snapshot = _snapshot(model, optimizer)
+    parking = Parking(tmp_path / "parked", {"weights": ([model], []), "optimizer": ([], [optimizer]), "reference": ([reference], [])})
+    parking.keep("weights")
+    written = parking.bytes_moved
+    state_bytes = sum(v.numel() * v.element_size() for s in snapshot[1] for v in s.values() if v.numel() > 1)
+    with parking.resident(optimizer):
+        assert set(parking.parked) == {"reference"}  # the other parked group stays parked
+        assert all(torch.equal(v, snapshot[1][0][k]) for k, v in next(iter(optimizer.state.values())).items())
+    assert set(parking.parked) == {"optimizer", "reference"}
+    assert parking.bytes_moved == written + state_bytes  # read once, not written again
+    with parking.resident(model):  # resident already: nothing moves
+        pass
+    assert parking.bytes_moved == written + state_bytes
+    parking.keep_all()
+    assert _same(model, optimizer, snapshot)
+
+
 def test_close_drops_what_waits_and_keeps_what_is_resident(tmp_path):
     model, optimizer, reference, _ = _stepped()
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
@@ -126,18 +145,39 @@ def test_cosearch_parked_computes_what_it_computes_resident(tmp_path, checkpoint
         history = trainer.run()
         if park:
             assert all(m["perf/parked_gb"] > 0 and m["time/park_s"] >= 0 for m in history)
-            assert trainer.parking.parked == ()  # the last checkpoint read everything back
+            # A checkpoint reads back one group at a time, for its own write: afterwards the same groups wait.
+            assert set(trainer.parking.parked) == {"policy/optimizer", "policy/reference", "second/optimizer", "second/reference"}
+            trainer.parking.keep_all()  # to compare the references too
         weights = {f"{name}.{n}": p.detach().clone() for name, m in trainer.models.items() for n, p in m.named_parameters()}
         metrics = trainer.evaluate(4)
         if park:  # an evaluation reads the weights only: the optimizers' states and the references wait
             assert set(trainer.parking.parked) == {"policy/optimizer", "policy/reference", "second/optimizer", "second/reference"}
         trainer.close()
         assert not (tmp_path / str(park) / "run" / "parked").exists()
-        runs[park] = (_comparable(history), weights, metrics)
-    (h0, w0, e0), (h1, w1, e1) = runs[False], runs[True]
+        runs[park] = (_comparable(history), weights, metrics, _checkpoint(tmp_path / str(park) / "run"))
+    (h0, w0, e0, c0), (h1, w1, e1, c1) = runs[False], runs[True]
     assert h0 == h1 and e0 == e1
     assert w0.keys() == w1.keys() and all(torch.equal(w0[k], w1[k]) for k in w0)
     assert all(math.isfinite(m["loss/policy"]) for m in h1)
+    # The newest checkpoint holds the same tensors: weights, both references, both optimizers' states.
+    assert c0.keys() == c1.keys() and {"policy.safetensors", "reference.safetensors", "ranker_reference.safetensors",
+                                       "policy.optim.pt", "ranker.optim.pt"} <= c0.keys()
+    for name in c0:
+        assert c0[name].keys() == c1[name].keys() and all(torch.equal(c0[name][k], c1[name][k]) for k in c0[name]), name
+
+
+def _checkpoint(run) -> dict[str, dict[str, torch.Tensor]]:
+    """The newest checkpoint's tensors, by file and key (optimizer states flattened)."""
+    from safetensors.torch import load_file
+
+    from agents.train.checkpoint import list_checkpoints
+
+    newest = list_checkpoints(run / "checkpoints")[-1]
+    out = {p.name: load_file(p) for p in newest.glob("*.safetensors")}
+    for p in newest.glob("*.optim.pt"):
+        state = torch.load(p, weights_only=False)["optimizer"]["state"]
+        out[p.name] = {f"{i}.{k}": v for i, s in state.items() for k, v in s.items() if torch.is_tensor(v)}
+    return out
 
 
 def test_parking_a_single_model_run_changes_nothing_but_its_memory(tmp_path):
