@@ -8,6 +8,9 @@ import time
 MEMORY_SETTINGS = {
     "float32, micro-batch 4, glibc's allocator (the old default)": {"dtype": "float32", "micro_batch": 4, "allocator": "glibc"},
     "float32, micro-batch 4": {"dtype": "float32", "micro_batch": 4},
+    "float32, micro-batch 4 + checkpointing, glibc's allocator": {"dtype": "float32", "micro_batch": 4, "gradient_checkpointing": True,
+                                                                   "allocator": "glibc"},
+    "float32, micro-batch 4 + checkpointing": {"dtype": "float32", "micro_batch": 4, "gradient_checkpointing": True},
     "bfloat16, micro-batch 4, glibc's allocator": {"dtype": "bfloat16", "micro_batch": 4, "allocator": "glibc"},
     "bfloat16, micro-batch 4": {"dtype": "bfloat16", "micro_batch": 4},
     "bfloat16, micro-batch 2": {"dtype": "bfloat16", "micro_batch": 2},
