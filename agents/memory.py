@@ -115,6 +115,7 @@ class Parking:
         self._written: set[str] = set()
         """Frozen groups whose file holds their tensors."""
         self._dropped: set[str] = set()
+        """Groups that were parked when `close` deleted their files."""
         self.seconds = 0.0
         """Time spent writing and reading, in all."""
         self.bytes_moved = 0
@@ -182,9 +183,12 @@ class Parking:
             self.seconds += time.perf_counter() - start
 
     def close(self) -> None:
-        """Delete the files: parked groups are dropped (keeping one afterwards raises), resident ones stay."""
+        """Delete the files (a killed run's too): parked groups are dropped (keeping one afterwards raises),
+        resident ones stay."""
         for name in [*self._parked, *self._written]:
             self._path(name).unlink(missing_ok=True)
+        for left in self.directory.glob("*.bin") if self.directory.is_dir() else ():
+            left.unlink(missing_ok=True)
         self._dropped = set(self._parked)
         self._parked.clear()
         self._written.clear()
