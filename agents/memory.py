@@ -267,6 +267,4 @@ class Parking:
 def _nbytes(shape: tuple, dtype_device) -> int:
     import math
 
-    import torch
-
-    return math.prod(shape) * torch.empty(0, dtype=dtype_device[0]).element_size()
+    return math.prod(shape) * dtype_device[0].itemsize
