@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
@@ -136,8 +137,6 @@ class Parking:
             raise KeyError(f"no parking group {sorted(unknown)}; groups: {sorted(self.groups)}")
         if self._dropped & set(names):
             raise RuntimeError(f"parked groups {sorted(self._dropped & set(names))} were dropped by close()")
-        import time
-
         start = time.perf_counter()
         for name in self.groups:
             if name not in names and name not in self._parked:
@@ -165,8 +164,6 @@ class Parking:
         """While the block runs, the group holding `holder` is resident (as it is, if it was); a group that was
         parked waits again afterwards, without being written again: its file still holds it. What a checkpoint
         does, one model or optimizer at a time, so that reading it back costs one group's memory, not all."""
-        import time
-
         name = self.group_of(holder)
         if name is None or name not in self._parked:
             yield

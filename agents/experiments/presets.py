@@ -157,8 +157,8 @@ PRESETS = {
     # Activation checkpointing: with it the update of the GRPO-family learners peaks under 4 GB (so a 16 GB laptop
     # holds the job's processes), at the price of a recompute that the bfloat16 update, twice as fast, pays for
     # (docs/learners.md, "CPU precision (bfloat16)"); idle tensors (the optimizers' states, the references, the model
-    # that is not updating) wait in files, which COSEARCH's two models need to stay under 4 GB. 64 rows: sampled tok/s still rises from batch 8 to 32,
-    # so a step's 8 rows and an eval's 20 go in one chunk (`python -m benchmarks.step`, docs/learners.md
+    # that is not updating) wait in files, which COSEARCH's two models need to stay under 4 GB. 64 rows: sampled
+    # tok/s still rises from batch 8 to 32, so a step's 8 rows and an eval's 20 go in one chunk (`python -m benchmarks.step`, docs/learners.md
     # "Speed and memory on CPU").
     # Two learner processes at one thread each (COSEARCH, the longest, in one; the other three in turn in the
     # other) instead of one process at two threads. 2 RL steps and no evaluation of the released model
