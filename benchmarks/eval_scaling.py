@@ -100,6 +100,9 @@ def main(argv: list[str] | None = None) -> int:
     from searchgym.threads import set_threads
 
     threads = set_threads(args.threads)
+    from agents.memory import ask_huge_pages
+
+    ask_huge_pages()  # the trainer's default (TrainConfig.huge_pages), before this process's first tensor; its children inherit it
     if args.size is not None:
         print(json.dumps(evaluate_size(json.loads(args.size))))
         return 0

@@ -22,7 +22,8 @@ Prints, in one run (each part can be skipped with `--skip`):
    excluded) against the decode bound; then the ratios bfloat16 / float32 and tuned / glibc's allocator.
 3. `memory`: the peak RSS of the CPU preset's update (two optimizer steps of 8 trajectories of the `cpu`
    preset's lengths, in a fresh process each, so nothing else counts) per precision and setting
-   (`benchmarks.step_memory`), and the share of CPU time in the kernel.
+   (`benchmarks.step_memory`), the share of CPU time in the kernel and the page faults, with and without huge
+   pages for torch's tensors (`TrainConfig.huge_pages`).
 4. `ranker`: COSEARCH's ranker calls of one turn, one `chat` per search as the env makes them, against the
    same calls gathered into one batch (`searchgym.backends.gather`, what the trainer does for COSEARCH):
    SmolLM2-135M as the ranker at its sampling temperature and token budget, on the oracle searches of
@@ -219,12 +220,13 @@ def bench_ranker(sizes: tuple[int, ...], threads: int | None, repeats: int = 2) 
     return out
 
 
-def _child(option: str, value: str, threads: int | None) -> dict:
-    """The JSON a fresh `python -m benchmarks.step option value` prints last (its own allocator and peak)."""
+def _child(option: str, value: str, threads: int | None, env: dict[str, str] | None = None) -> dict:
+    """The JSON a fresh `python -m benchmarks.step option value` prints last (its own allocator and peak), with
+    `env` added to this process's environment."""
     cmd = [sys.executable, "-m", "benchmarks.step", option, value]
     if threads:
         cmd += ["--threads", str(threads)]
-    result = subprocess.run(cmd, capture_output=True, text=True)
+    result = subprocess.run(cmd, capture_output=True, text=True, env=os.environ | (env or {}))
     if result.returncode:
         raise RuntimeError(f"{' '.join(cmd)} failed ({result.returncode}): {result.stderr[-2000:]}")
     return json.loads(result.stdout.strip().splitlines()[-1])
@@ -281,6 +283,10 @@ def main(argv: list[str] | None = None) -> int:
     from searchgym.threads import set_threads
 
     threads = set_threads(args.threads)
+    if args.update_rss is None:
+        from agents.memory import ask_huge_pages
+
+        ask_huge_pages()  # the trainer's default (TrainConfig.huge_pages), for every child; part 3's children set their own
     if args.update_rss is not None:
         from benchmarks.step_memory import update_rss
 
@@ -321,9 +327,10 @@ def main(argv: list[str] | None = None) -> int:
         for name, setting in MEMORY_SETTINGS.items():
             if args.memory_only and not any(text in name for text in args.memory_only):
                 continue
-            m = results["memory"][name] = _child("--update-rss", json.dumps(setting), args.threads)
+            off = {} if setting.get("huge_pages", True) else {"THP_MEM_ALLOC_ENABLE": "0"}
+            m = results["memory"][name] = _child("--update-rss", json.dumps(setting), args.threads, off)
             print(f"  {name}: peak RSS {m['peak_rss_gb']:.2f} GB, update {m['update_s']:.1f} s ({m['sys_share']:.0%} of its CPU time "
-                  "in the kernel)", flush=True)
+                  f"in the kernel, {m['minor_faults'] / 1e6:.1f} M page faults; huge pages {'on' if m['huge_pages'] else 'off'})", flush=True)
     if "ranker" not in args.skip:
         print("\n== 4. COSEARCH's ranker calls of one turn: one at a time vs gathered into one batch", flush=True)
         results["ranker"] = bench_ranker((8, 32), args.threads)

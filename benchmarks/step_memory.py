@@ -10,35 +10,43 @@ MEMORY_SETTINGS = {
     "float32, micro-batch 4": {"dtype": "float32", "micro_batch": 4},
     "float32, micro-batch 4 + checkpointing, glibc's allocator": {"dtype": "float32", "micro_batch": 4, "gradient_checkpointing": True,
                                                                    "allocator": "glibc"},
+    "float32, micro-batch 4 + checkpointing, without huge pages": {"dtype": "float32", "micro_batch": 4, "gradient_checkpointing": True,
+                                                                   "huge_pages": False},
     "float32, micro-batch 4 + checkpointing": {"dtype": "float32", "micro_batch": 4, "gradient_checkpointing": True},
     "bfloat16, micro-batch 4, glibc's allocator": {"dtype": "bfloat16", "micro_batch": 4, "allocator": "glibc"},
     "bfloat16, micro-batch 4": {"dtype": "bfloat16", "micro_batch": 4},
     "bfloat16, micro-batch 2": {"dtype": "bfloat16", "micro_batch": 2},
     "bfloat16, micro-batch 1": {"dtype": "bfloat16", "micro_batch": 1},
+    "bfloat16, micro-batch 4 + checkpointing, without huge pages": {"dtype": "bfloat16", "micro_batch": 4, "gradient_checkpointing": True,
+                                                                    "huge_pages": False},
     "bfloat16, micro-batch 4 + checkpointing": {"dtype": "bfloat16", "micro_batch": 4, "gradient_checkpointing": True},
     "bfloat16, micro-batch 2 + checkpointing": {"dtype": "bfloat16", "micro_batch": 2, "gradient_checkpointing": True},
 }
 """The update settings whose peak RSS part 3 measures: the precision (`TrainConfig.dtype`), `OptimConfig`
 fields, and `allocator`: "tuned" (the default: glibc's mmap threshold fixed at 1 MiB,
-`TrainConfig.malloc_mmap_threshold`) or "glibc" (glibc's own)."""
+`TrainConfig.malloc_mmap_threshold`) or "glibc" (glibc's own); `huge_pages`: True (the default,
+`TrainConfig.huge_pages`) or False (the child runs with `THP_MEM_ALLOC_ENABLE=0`)."""
 
 
 def update_rss(setting: dict) -> dict:
     """One process's peak RSS over two updates of the CPU preset's shape with `setting` (see `MEMORY_SETTINGS`);
     call it first in a fresh process."""
     import random
+    import resource
 
     import torch
 
     from agents.learners.batch import LearnerBatch
     from agents.core import LossSettings
-    from agents.memory import MMAP_THRESHOLD, tune_allocator
+    from agents.memory import MMAP_THRESHOLD, ask_huge_pages, huge_pages_in_effect, tune_allocator
     from agents.models import load_model_and_tokenizer
     from agents.rollout.trajectory import Segment, Trajectory
     from agents.train.setup import adamw
     from agents.train.update import policy_gradient_step
     from agents.experiments.presets import PRESETS
 
+    if setting.get("huge_pages", True):
+        ask_huge_pages()  # before the first tensor (without: the parent set THP_MEM_ALLOC_ENABLE=0 for this process)
     tune_allocator(MMAP_THRESHOLD if setting.get("allocator", "tuned") == "tuned" else None)
     p = PRESETS["cpu"]
     model, tok = load_model_and_tokenizer(p.model, dtype="float32")
@@ -78,4 +86,5 @@ def update_rss(setting: dict) -> dict:
 
     user, system = os.times().user - cpu.user, os.times().system - cpu.system
     return {"peak_rss_gb": peak_rss_gb(), "update_s": min(seconds), "sys_share": system / max(user + system, 1e-9),
-            "trainable": sum(q.numel() for q in params)}
+            "trainable": sum(q.numel() for q in params), "minor_faults": resource.getrusage(resource.RUSAGE_SELF).ru_minflt,
+            "huge_pages": huge_pages_in_effect()}

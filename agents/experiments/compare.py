@@ -310,6 +310,9 @@ def main(argv: list[str] | None = None) -> int:
     from searchgym.threads import set_threads
 
     set_threads(args.threads)
+    from agents.memory import ask_huge_pages
+
+    ask_huge_pages()
     api_key = None
     if args.api_key_env:
         api_key = os.environ.get(args.api_key_env)

@@ -194,6 +194,9 @@ def main(argv: list[str] | None = None) -> int:
     from searchgym.threads import set_threads
 
     set_threads(args.threads)
+    from agents.memory import ask_huge_pages
+
+    ask_huge_pages()
     kwargs = _env_args(args.env_arg)
     if args.env == "SearchQA-Synthetic-v0":
         kwargs.setdefault("split", "test")

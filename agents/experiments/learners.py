@@ -171,6 +171,9 @@ def main(argv: list[str] | None = None) -> int:
         return _merge(args.merge, out)
     from transformers.utils import logging as hf_logging
 
+    from agents.memory import ask_huge_pages
+
+    ask_huge_pages()  # before the first tensor, so the cold start's process has them too, and the learners' processes
     # One bar per phase (agents.experiments.progress) instead of a "Loading weights" bar at every model load.
     hf_logging.disable_progress_bar()
     preset = _preset(args)

@@ -25,7 +25,7 @@ from agents.experiments.fingerprint import trainer_eval_fingerprint
 from agents.experiments.presets import SFT, WHAT_DIFFERS, Preset
 from agents.experiments.progress import counting_calls, counting_passes, evaluation_budget, phase
 from agents.experiments.resume import RL_ONLY, check_same_setting, logged_history, run_setting, write_json
-from agents.memory import peak_rss_gb, release_memory
+from agents.memory import huge_pages_in_effect, peak_rss_gb, release_memory
 from agents.precision import dtype_name
 from agents.train import TrainConfig
 from agents.train.config import EnvConfig, OptimConfig, RolloutConfig
@@ -203,7 +203,8 @@ def run_seed(preset: Preset, learners: list[str], steps: int, seed: int, out: Pa
           f"searches/ep {start_eval['eval/searches']:.2f} ({time.perf_counter() - t0:.0f} s)", flush=True)
 
     results["start"] = {"eval": start_eval, **start_questions, "minutes": (time.perf_counter() - t0) / 60, "dtype": starter_dtype,
-                        "peak_rss_gb": round(peak_rss_gb(), 2)}  # the run's first process: the cold start and its evaluation
+                        # the run's first process: the cold start and its evaluation
+                        "peak_rss_gb": round(peak_rss_gb(), 2), "huge_pages": huge_pages_in_effect()}
     if start_hotpotqa:
         results["start"]["hotpotqa"] = start_hotpotqa
         print(f"[start policy] HotpotQA: EM {start_hotpotqa['hotpotqa/em']:.3f}, F1 {start_hotpotqa['hotpotqa/f1']:.3f}", flush=True)
@@ -364,7 +365,8 @@ def learner_result(config: TrainConfig, learner: str, eval_samples: int, hotpotq
     del trainer
     release_memory()
     entry = {"eval": final, **final_questions, "history": history, "signals": mean_signals(history),
-             "minutes": (time.perf_counter() - t) / 60, "dtype": trained_dtype, "peak_rss_gb": round(peak_rss_gb(), 2)}
+             "minutes": (time.perf_counter() - t) / 60, "dtype": trained_dtype, "peak_rss_gb": round(peak_rss_gb(), 2),
+             "huge_pages": huge_pages_in_effect()}
     if final_hotpotqa:
         entry["hotpotqa"] = final_hotpotqa
     if second_step is not None:

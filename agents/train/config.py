@@ -250,6 +250,11 @@ class TrainConfig:
     and faster decoding, at the cost of page faults in the update (measured in docs/learners.md, "CPU
     precision (bfloat16)", and docs/experiment-log.md). 0 or None keeps glibc's own behaviour; elsewhere
     than glibc it changes nothing."""
+    huge_pages: bool = True
+    """Back torch's CPU tensors of 2 MB and more with transparent huge pages (`agents.memory.ask_huge_pages`):
+    512x fewer page faults for the fresh mappings the mmap threshold gives every large tensor, a 1.18x faster
+    float32 update of the cpu preset at the same peak memory. It reaches the process only before its first CPU
+    tensor, and every process it starts; `THP_MEM_ALLOC_ENABLE` in the environment wins. No arithmetic changes."""
     out_dir: str = "runs/train"
     """Checkpoints, metrics.jsonl, caches and pushed weights go here."""
     checkpoint_every: int = 1

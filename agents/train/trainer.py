@@ -44,7 +44,7 @@ import torch
 import searchgym  # noqa: F401  (registers the env ids)
 from agents.learners.batch import LearnerBatch
 from agents.learners.registry import SecondModel, SecondModelContext, learner_for_config
-from agents.memory import Parking, peak_rss_gb, tune_allocator
+from agents.memory import Parking, ask_huge_pages, peak_rss_gb, tune_allocator
 from agents.policies.hf import HFPolicy, HFPolicyConfig
 from agents.precision import compute_dtype, dtype_name, frozen_copy
 from agents.rollout import RolloutEngine
@@ -71,6 +71,8 @@ class Trainer:
         self.out.mkdir(parents=True, exist_ok=True)
         setup.check_device(config.device)
         set_threads(config.threads)
+        if config.huge_pages:
+            ask_huge_pages()
         tune_allocator(config.malloc_mmap_threshold or None)
         if not config.distributed and world_size() > 1:
             raise ConfigError(f"started as one of {world_size()} processes (accelerate launch or torchrun) without "

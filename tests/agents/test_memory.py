@@ -71,8 +71,9 @@ print(tuned, again, held, rss_mb() - base)
 
 
 def _child_env(**env: str) -> dict[str, str]:
-    """This environment without glibc's own threshold setting (which would win over `tune_allocator`)."""
-    return {k: v for k, v in os.environ.items() if k != "MALLOC_MMAP_THRESHOLD_"} | env
+    """This environment without glibc's own threshold setting (which would win over `tune_allocator`) and
+    without huge pages (which a trainer built earlier in this process may have asked for)."""
+    return {k: v for k, v in os.environ.items() if k not in ("MALLOC_MMAP_THRESHOLD_", "THP_MEM_ALLOC_ENABLE")} | env
 
 
 def _allocator_child(mode: str, env: dict | None = None) -> tuple[bool, bool, float, float]:
@@ -105,6 +106,10 @@ import torch
 
 from agents.memory import tune_allocator
 
+if sys.argv[1] == "huge":
+    from agents.memory import ask_huge_pages
+
+    ask_huge_pages()
 tuned = tune_allocator(None if sys.argv[1] == "glibc" else 1 << 20)
 from agents.models import TinyModelConfig, build_tiny_model
 from agents.train.setup import make_optimizer
@@ -131,10 +136,10 @@ def test_the_allocator_changes_no_arithmetic():
         return subprocess.run([sys.executable, "-c", ARITHMETIC_CHILD, mode], capture_output=True, text=True, check=True,
                               env=_child_env()).stdout.split()
 
-    (glibc_tuned, glibc), (tuned_tuned, tuned) = run("glibc"), run("tuned")
+    (glibc_tuned, glibc), (tuned_tuned, tuned), (_, huge) = run("glibc"), run("tuned"), run("huge")
     assert glibc_tuned == "False"
     assert tuned_tuned == str(GLIBC_LINUX)
-    assert glibc == tuned
+    assert glibc == tuned == huge  # huge pages neither
 
 
 def test_a_threshold_under_a_page_is_a_config_error():
@@ -145,3 +150,45 @@ def test_a_threshold_under_a_page_is_a_config_error():
         TrainConfig(malloc_mmap_threshold=100)
     assert TrainConfig().malloc_mmap_threshold == 1 << 20  # the tuned allocator unless asked otherwise
     assert TrainConfig(malloc_mmap_threshold=0).malloc_mmap_threshold == 0  # glibc's own (what the CLI can say)
+
+
+HUGE_CHILD = """
+import os
+import subprocess
+import sys
+
+from agents.memory import ask_huge_pages, huge_pages_in_effect
+
+if sys.argv[1] == "tensor-first":
+    import torch
+
+    torch.ones(1)  # torch reads its switch at the process's first CPU tensor
+asked = ask_huge_pages()
+child = subprocess.run([sys.executable, "-c", "from agents.memory import huge_pages_in_effect; print(huge_pages_in_effect())"],
+                       capture_output=True, text=True, check=True).stdout.strip()
+print(asked, huge_pages_in_effect(), child, os.environ.get("THP_MEM_ALLOC_ENABLE"))
+"""
+
+
+def _huge_child(mode: str, **env: str) -> list[str]:
+    clean = {k: v for k, v in os.environ.items() if k != "THP_MEM_ALLOC_ENABLE"} | env
+    return subprocess.run([sys.executable, "-c", HUGE_CHILD, mode], capture_output=True, text=True, check=True, env=clean).stdout.split()
+
+
+needs_thp = pytest.mark.skipif(not __import__("agents.memory", fromlist=["x"]).huge_pages_available(),
+                               reason="the kernel has no transparent huge pages (/sys/kernel/mm/transparent_hugepage/enabled)")
+
+
+@needs_thp
+def test_huge_pages_reach_the_process_and_the_processes_it_starts():
+    # Asked before the first tensor: torch aligns large tensors on 2 MB pages here and in a process started later.
+    assert _huge_child("fresh") == ["True", "True", "True", "1"]
+    # Asked after one: too late for this process (torch read its switch), not for the processes it starts.
+    assert _huge_child("tensor-first") == ["True", "False", "True", "1"]
+
+
+@needs_thp
+def test_a_huge_pages_setting_in_the_environment_wins():
+    assert _huge_child("fresh", THP_MEM_ALLOC_ENABLE="0") == ["False", "False", "False", "0"]
+
+
