@@ -88,9 +88,9 @@ def tune_allocator(threshold: int | None = MMAP_THRESHOLD) -> bool:
 
 
 HUGE_PAGES_ENV = "THP_MEM_ALLOC_ENABLE"
-"""PyTorch's own switch: with it set to 1, torch aligns each CPU allocation of 2 MB or more on 2 MB and asks the
-kernel to back it with transparent huge pages (`madvise(MADV_HUGEPAGE)`). Read once, at the process's first
-CPU tensor."""
+"""PyTorch's own switch: with it set to 1, torch asks the kernel to back each CPU allocation of 2 MB or more
+with transparent huge pages (`madvise(MADV_HUGEPAGE)`: the allocation's 2 MB-aligned stretches get them; torch
+aligns it on a 4 KB page). Read once, at the process's first CPU tensor."""
 
 
 def huge_pages_available() -> bool:
@@ -107,12 +107,12 @@ def ask_huge_pages() -> bool:
     compute with a model, before their first tensor.
 
     With glibc's mmap threshold fixed (`tune_allocator`), every large tensor is a fresh mapping that the kernel
-    fills one 4 KB page at a time: the update of the cpu preset took 21 M page faults and a quarter of its CPU
-    time in the kernel. A 2 MB page is one fault for 512 small ones: 7 M faults, 18% kernel time and an update
-    1.18x faster at the same peak memory (docs/experiment-log.md, "Huge pages for torch's tensors").
+    fills one 4 KB page at a time: the float32 update of the cpu preset took 21 M page faults and a quarter of
+    its CPU time in the kernel. A 2 MB page is one fault for 512 small ones: 7 M faults, 17% kernel time and an
+    update 1.09-1.18x faster at the same peak memory (docs/experiment-log.md, "Huge pages for torch's tensors").
 
     It reaches this process only before its first CPU tensor (`huge_pages_in_effect` tells), and every process
-    it starts afterwards (learners side by side, the eval's children) through the environment. An explicit
+    it starts afterwards (the learners side by side, a benchmark's children) through the environment. An explicit
     `THP_MEM_ALLOC_ENABLE` in the environment (0 turns it off) wins; where the kernel has no transparent huge
     pages this does nothing. It changes no arithmetic: only which pages hold the tensors."""
     if HUGE_PAGES_ENV in os.environ or not huge_pages_available():

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from agents.memory import peak_rss_gb
+from agents.memory import huge_pages_available, peak_rss_gb
 
 GLIBC_LINUX = sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
 """Where mallopt's mmap threshold, malloc_trim and /proc exist."""
@@ -175,13 +175,13 @@ def _huge_child(mode: str, **env: str) -> list[str]:
     return subprocess.run([sys.executable, "-c", HUGE_CHILD, mode], capture_output=True, text=True, check=True, env=clean).stdout.split()
 
 
-needs_thp = pytest.mark.skipif(not __import__("agents.memory", fromlist=["x"]).huge_pages_available(),
+needs_thp = pytest.mark.skipif(not huge_pages_available(),
                                reason="the kernel has no transparent huge pages (/sys/kernel/mm/transparent_hugepage/enabled)")
 
 
 @needs_thp
 def test_huge_pages_reach_the_process_and_the_processes_it_starts():
-    # Asked before the first tensor: torch aligns large tensors on 2 MB pages here and in a process started later.
+    # Asked before the first tensor: torch asks for huge pages for its large tensors here and in a process started later.
     assert _huge_child("fresh") == ["True", "True", "True", "1"]
     # Asked after one: too late for this process (torch read its switch), not for the processes it starts.
     assert _huge_child("tensor-first") == ["True", "False", "True", "1"]

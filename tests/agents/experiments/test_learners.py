@@ -4,6 +4,7 @@ learning check's arithmetic on literal numbers."""
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict, replace
 
 import pytest
@@ -230,6 +231,8 @@ def test_learners_side_by_side_in_processes_match_one_after_another(tmp_path):
     for name in ("grpo", "e-grpo"):
         assert one[name]["eval_em"] == two[name]["eval_em"]
         assert one[name]["peak_rss_gb"] > 0 and two[name]["peak_rss_gb"] > 0  # each learner's process's peak, reported
+        # A learner's own process asks before its first tensor: huge pages there exactly when the run asked for them.
+        assert two[name]["huge_pages"] is (os.environ.get("THP_MEM_ALLOC_ENABLE") == "1")
         for a, b in zip(one[name]["history"], two[name]["history"], strict=True):
             assert a["rollout/sampled_tokens"] == b["rollout/sampled_tokens"]
             assert a["loss/grad_norm"] == pytest.approx(b["loss/grad_norm"], rel=1e-5, abs=1e-7)
