@@ -171,8 +171,8 @@ print(asked, huge_pages_in_effect(), child, os.environ.get("THP_MEM_ALLOC_ENABLE
 
 
 def _huge_child(mode: str, **env: str) -> list[str]:
-    clean = {k: v for k, v in os.environ.items() if k != "THP_MEM_ALLOC_ENABLE"} | env
-    return subprocess.run([sys.executable, "-c", HUGE_CHILD, mode], capture_output=True, text=True, check=True, env=clean).stdout.split()
+    return subprocess.run([sys.executable, "-c", HUGE_CHILD, mode], capture_output=True, text=True, check=True,
+                          env=_child_env(**env)).stdout.split()
 
 
 needs_thp = pytest.mark.skipif(not huge_pages_available(),
