@@ -82,6 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--park-idle", action=argparse.BooleanOptionalAction, default=None,
                    help="let what a phase of a step does not read (optimizer states, references, the idle model) wait in files "
                    "(Preset.park_idle; default: the preset's): less memory, the same numbers")
+    p.add_argument("--malloc-mmap-threshold", type=int, metavar="BYTES", help="glibc's mmap threshold in every process of the "
+                   "run (Preset.malloc_mmap_threshold; default: the preset's, 1 MiB; 0: glibc's own): the same numbers, another "
+                   "trade of peak memory against page faults (docs/learners.md)")
     p.add_argument("--dtype", choices=PRECISIONS, help="override the preset's precision (auto: bfloat16 on a CPU with native "
                    "bfloat16 instructions, float32 elsewhere; agents.precision); recorded in results.json")
     p.add_argument("--eval-base", action=argparse.BooleanOptionalAction, default=None,
@@ -120,7 +123,8 @@ def _preset(args: argparse.Namespace) -> Preset:
                                    ("questions", args.questions), ("group", args.group), ("temperature", args.temperature),
                                    ("workers", args.workers), ("micro_batch", args.micro_batch), ("dtype", args.dtype),
                                    ("credit_questions", args.credit_questions),
-                                   ("gradient_checkpointing", args.gradient_checkpointing), ("park_idle", args.park_idle)) if v is not None}
+                                   ("gradient_checkpointing", args.gradient_checkpointing), ("park_idle", args.park_idle),
+                                   ("malloc_mmap_threshold", args.malloc_mmap_threshold)) if v is not None}
     if args.learner_option:
         overrides["learner_options"] = parse_learner_options(args.learner_option, preset.learner_options)
     if args.env_option:

@@ -33,12 +33,12 @@ def evaluated_starts(seed_results) -> dict[str, dict]:
 
 
 NOT_A_SETTING = ("steps", "seeds", "learners", "workers", "eval_base", "learner_options", "micro_batch", "gradient_checkpointing", "park_idle",
-                 "credit_questions", "credit_group", "dtype")
+                 "malloc_mmap_threshold", "credit_questions", "credit_group", "dtype")
 """Preset fields two runs may differ in and still merge: the defaults a run's own flags replace (its RL step
 count is compared as the run's `steps`), how many processes trained it (the same results, tested), whether
 the released model was evaluated, the learners' options (compared learner by learner), how the update
 holds its memory (micro-batch, activation checkpointing: the same gradient up to float rounding, tested;
-parking idle tensors in files: the same numbers),
+parking idle tensors in files and glibc's mmap threshold: the same numbers),
 the credit view's batch (nothing trains on it), and the precision setting, whose `auto` resolves per
 machine: the precision each learner ran at (its entry's `dtype`) is compared instead (`precisions`)."""
 

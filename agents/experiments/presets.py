@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import MISSING, dataclass, field, fields
 
+from agents.memory import MMAP_THRESHOLD
 from agents.precision import PRECISIONS
 from searchgym.cli.keyvalues import key_values
 from searchgym.errors import ConfigError
@@ -77,6 +78,10 @@ class Preset:
     (bfloat16 on a CPU with native bfloat16 instructions, float32 elsewhere), `float32` or `bfloat16`. Each
     policy's results entry records the precision it ran at (`dtype`); runs at different precisions do not
     merge, and pair question by question through `agents.experiments.compare --paired`."""
+    malloc_mmap_threshold: int = MMAP_THRESHOLD
+    """glibc's mmap threshold of every process of a run (`TrainConfig.malloc_mmap_threshold`; 0: glibc's own,
+    which raises it as large blocks are freed): how a run holds its memory, not what it learns (the same
+    numbers, tested), so runs that differ in it merge."""
     micro_batch: int = 4
     """Rows per forward and backward pass of the updates and the cold start (`OptimConfig.micro_batch`): fewer
     rows hold less memory and give the same gradient up to float rounding (tested), like
@@ -134,6 +139,9 @@ class Preset:
         for name in ("workers", "micro_batch"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"Preset.{name} must be >= 1, got {getattr(self, name)}")
+        if self.malloc_mmap_threshold < 0 or 0 < self.malloc_mmap_threshold < 4096:
+            raise ConfigError(f"Preset.malloc_mmap_threshold must be 0 (glibc's own behaviour) or at least 4096 bytes (a page), "
+                              f"got {self.malloc_mmap_threshold}")
         if self.dtype not in PRECISIONS:
             raise ConfigError(f"Preset.dtype must be one of {', '.join(PRECISIONS)}, got {self.dtype!r}")
         if self.credit_questions < 0:

@@ -21,10 +21,11 @@ def write_json(path: Path, value) -> None:
 
 
 RESUME_FREE = ("threads", "resume", "checkpoint_every", "optim.micro_batch", "optim.gradient_checkpointing", "optim.park_idle",
-               "huge_pages")
+               "huge_pages", "malloc_mmap_threshold")
 """`TrainConfig` fields a resumed learner may change: how many threads compute it, whether it checkpoints and
 how its update holds its memory do not change what it learns (micro-batch and checkpointing change float
-rounding, so a resume is bit-exact only with the same ones; idle tensors in files and huge pages change nothing)."""
+rounding, so a resume is bit-exact only with the same ones; idle tensors in files, huge pages and glibc's mmap
+threshold change nothing)."""
 
 
 RL_ONLY = ("steps", "questions_per_step", "learner", "learner_name", "optim.lr", "optim.warmup_steps", "rollout.group_size")

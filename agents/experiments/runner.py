@@ -134,7 +134,7 @@ def train_config(preset: Preset, steps: int, seed: int, out: Path, backend: dict
     return TrainConfig(
         learner=learner, model=model, steps=steps, questions_per_step=preset.questions, eval_questions=preset.eval_questions,
         seed=seed, out_dir=str(out / run), resume=resume, checkpoint_every=1 if resume else 0, device=backend.get("device", "cpu"), threads=threads,
-        dtype=preset.dtype,
+        dtype=preset.dtype, malloc_mmap_threshold=preset.malloc_mmap_threshold or None,
         env=EnvConfig(id=preset.env_id, num_entities=preset.num_entities, hops=preset.hops, top_k=preset.top_k, max_turns=preset.max_turns,
                       world_seed=preset.world_seed, options=env_options, eval_split=preset.eval_split, data_path=preset.data_path,
                       train_questions=preset.train_questions),

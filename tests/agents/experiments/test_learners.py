@@ -403,22 +403,24 @@ def test_merges_that_would_mix_two_settings_of_a_learner_are_refused(tmp_path):
 
 
 def test_memory_settings_reach_both_updates_and_do_not_split_a_setting(tmp_path):
-    """--micro-batch and --gradient-checkpointing change how the update holds memory, not its gradient (tested
-    in test_update): the run's config carries them, yet a run with them merges with, and resumes, one without."""
+    """--micro-batch, --gradient-checkpointing and --malloc-mmap-threshold change how the update holds memory, not
+    its gradient (tested in test_update and test_memory): the run's config carries them, yet a run with them
+    merges with, and resumes, one without."""
+    from agents.memory import MMAP_THRESHOLD
     from searchgym.errors import ConfigError
 
-    preset = replace(presets.PRESETS["tiny"], micro_batch=1, gradient_checkpointing=True)
+    preset = replace(presets.PRESETS["tiny"], micro_batch=1, gradient_checkpointing=True, malloc_mmap_threshold=0)
     config = runner.train_config(preset, 1, 0, tmp_path, {}, 1, "cosearch", "tiny", "cosearch")
-    assert config.optim.micro_batch == 1 and config.optim.gradient_checkpointing
+    assert config.optim.micro_batch == 1 and config.optim.gradient_checkpointing and config.malloc_mmap_threshold is None
     plain = runner.train_config(presets.PRESETS["tiny"], 1, 0, tmp_path, {}, 1, "cosearch", "tiny", "cosearch")
-    assert plain.optim.micro_batch == 4 and not plain.optim.gradient_checkpointing
+    assert plain.optim.micro_batch == 4 and not plain.optim.gradient_checkpointing and plain.malloc_mmap_threshold == MMAP_THRESHOLD
     assert resume.run_setting(config) == resume.run_setting(plain)
     assert resume.run_setting(replace(plain, optim=replace(plain.optim, lr=1.0))) != resume.run_setting(plain)
 
     a = _run_file(tmp_path, "a", [0], grpo=[[0, 0, 1, 1]])
     b = _run_file(tmp_path, "b", [1], grpo=[[0, 1, 1, 1]])
     run = json.loads(b.read_text())
-    run["preset"].update(micro_batch=1, gradient_checkpointing=True)
+    run["preset"].update(micro_batch=1, gradient_checkpointing=True, malloc_mmap_threshold=0)
     b.write_text(json.dumps(run))
     _, per_seed = merge.merge_results([a, b])
     assert sorted(per_seed) == [0, 1]
@@ -428,6 +430,8 @@ def test_memory_settings_reach_both_updates_and_do_not_split_a_setting(tmp_path)
         merge.merge_results([a, b])
     with pytest.raises(ConfigError, match="micro_batch must be >= 1"):
         replace(presets.PRESETS["tiny"], micro_batch=0)
+    with pytest.raises(ConfigError, match="malloc_mmap_threshold must be 0"):
+        replace(presets.PRESETS["tiny"], malloc_mmap_threshold=100)
 
 
 def test_the_supervised_control_continues_the_cold_start_for_as_many_steps_as_rl(tmp_path, monkeypatch, capsys):
