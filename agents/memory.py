@@ -108,8 +108,9 @@ def ask_huge_pages() -> bool:
 
     With glibc's mmap threshold fixed (`tune_allocator`), every large tensor is a fresh mapping that the kernel
     fills one 4 KB page at a time: the float32 update of the cpu preset took 21 M page faults and a quarter of
-    its CPU time in the kernel. A 2 MB page is one fault for 512 small ones: 7 M faults, 17% kernel time and an
-    update 1.09-1.18x faster at the same peak memory (docs/experiment-log.md, "Huge pages for torch's tensors").
+    its CPU time in the kernel. A 2 MB page is one fault for 512 small ones: 7 M faults, 17-18% kernel time and an
+    update 0.98-1.18x as fast over three pairs, at the same peak memory (docs/experiment-log.md, "Huge pages for
+    torch's tensors" and the entry after it).
 
     It reaches this process only before its first CPU tensor (`huge_pages_in_effect` tells), and every process
     it starts afterwards (the learners side by side, a benchmark's children) through the environment. An explicit
