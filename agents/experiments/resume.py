@@ -45,10 +45,10 @@ def run_setting(config: TrainConfig, leave_out: tuple[str, ...] = ()) -> dict:
 def check_same_setting(path: Path, setting: dict, learner: str) -> None:
     """Refuse to resume a run whose earlier run (its `setting.json`) had another setting. A field the earlier
     run's version did not have yet is the same setting when it is at its default now (the behaviour that
-    version had)."""
+    version had); a field that version recorded and that is `RESUME_FREE` now is left aside."""
     if not path.is_file():
         return
-    before, now = json.loads(path.read_text()), setting
+    before, now = {k: v for k, v in json.loads(path.read_text()).items() if k not in RESUME_FREE}, setting
     defaults = run_setting(TrainConfig())
     differ = sorted(k for k in {**before, **now} if before.get(k) != now.get(k)
                     and not (k not in before and k in defaults and now.get(k) == defaults[k]))

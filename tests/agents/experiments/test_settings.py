@@ -259,6 +259,20 @@ def test_a_run_saved_before_a_field_existed_resumes_when_the_field_is_at_its_def
         check_same_setting(tmp_path / "setting.json", {**now, "optim.cold_start_shows": ranker["optim.cold_start_shows"]}, "grpo")
 
 
+def test_a_run_saved_when_a_memory_setting_was_still_part_of_the_setting_resumes_under_another_value(tmp_path):
+    """An earlier version recorded glibc's mmap threshold in setting.json; it is resume-free now (the same
+    numbers), so such a run resumes whatever the threshold is now."""
+    from agents.experiments.resume import check_same_setting, run_setting
+
+    now = run_setting(_config("cpu-learn", tmp_path))
+    assert "malloc_mmap_threshold" not in now
+    (tmp_path / "setting.json").write_text(json.dumps({**now, "malloc_mmap_threshold": 1 << 20}))
+    check_same_setting(tmp_path / "setting.json", now, "grpo")
+    (tmp_path / "setting.json").write_text(json.dumps({**now, "optim.lr": 1.0}))
+    with pytest.raises(ConfigError, match="optim.lr"):
+        check_same_setting(tmp_path / "setting.json", now, "grpo")
+
+
 def test_the_retrieval_analysis_with_a_model_counts_the_oracle_trajectories_tokens(tmp_path):
     from agents.models import TinyModelConfig, build_tiny_model
     from agents.train.sft import oracle_example
