@@ -63,6 +63,14 @@ MMAP_THRESHOLD = 1 << 20
 _tuned: bool | None = None
 
 
+def check_mmap_threshold(threshold: int | None, name: str = "malloc_mmap_threshold") -> None:
+    """Raise `ConfigError` unless `threshold` is None or 0 (glibc's own behaviour) or at least a page."""
+    if threshold and threshold < 4096:
+        from searchgym.errors import ConfigError
+
+        raise ConfigError(f"{name} must be 0 (glibc's own behaviour) or at least 4096 bytes (a page), got {threshold}")
+
+
 def tune_allocator(threshold: int | None = MMAP_THRESHOLD) -> bool:
     """Fix glibc's mmap threshold at `threshold` bytes for this process (`mallopt(M_MMAP_THRESHOLD)`); returns
     whether it is in effect. The trainer calls it with `TrainConfig.malloc_mmap_threshold` (1 MiB by default;

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import MISSING, dataclass, field, fields
 
-from agents.memory import MMAP_THRESHOLD
+from agents.memory import MMAP_THRESHOLD, check_mmap_threshold
 from agents.precision import PRECISIONS
 from searchgym.cli.keyvalues import key_values
 from searchgym.errors import ConfigError
@@ -139,9 +139,7 @@ class Preset:
         for name in ("workers", "micro_batch"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"Preset.{name} must be >= 1, got {getattr(self, name)}")
-        if self.malloc_mmap_threshold < 0 or 0 < self.malloc_mmap_threshold < 4096:
-            raise ConfigError(f"Preset.malloc_mmap_threshold must be 0 (glibc's own behaviour) or at least 4096 bytes (a page), "
-                              f"got {self.malloc_mmap_threshold}")
+        check_mmap_threshold(self.malloc_mmap_threshold, "Preset.malloc_mmap_threshold")
         if self.dtype not in PRECISIONS:
             raise ConfigError(f"Preset.dtype must be one of {', '.join(PRECISIONS)}, got {self.dtype!r}")
         if self.credit_questions < 0:
