@@ -33,27 +33,42 @@ RL_ONLY = ("steps", "questions_per_step", "learner", "learner_name", "optim.lr",
 `--resume` whatever they are."""
 
 
+MACHINE_RESOLVED = ("precision",)
+"""What a run's setting resolves to on the machine that runs it: `dtype="auto"` computes in bfloat16 on a CPU
+with native bfloat16 and in float32 elsewhere, so a run resumed on another machine would go on at another
+precision under the same config. Setting files written before these were recorded are not checked on them."""
+
+
 def run_setting(config: TrainConfig, leave_out: tuple[str, ...] = ()) -> dict:
-    """What a run's result depends on: its config, flattened (`optim.lr`), without `RESUME_FREE` and `leave_out`."""
+    """What a run's result depends on: its config, flattened (`optim.lr`), without `RESUME_FREE` and `leave_out`,
+    and the precision it computes in on this machine (`precision`)."""
     from agents.experiments.fingerprint import flatten
+    from agents.precision import compute_dtype, dtype_name
     from agents.train.setup import jsonable_config
 
     dropped = RESUME_FREE + leave_out
-    return {k: v for k, v in flatten(jsonable_config(config)).items() if not any(k == d or k.startswith(d + ".") for d in dropped)}
+    setting = {k: v for k, v in flatten(jsonable_config(config)).items() if not any(k == d or k.startswith(d + ".") for d in dropped)}
+    return {**setting, "precision": dtype_name(compute_dtype(config.dtype, config.device))}
 
 
 def check_same_setting(path: Path, setting: dict, learner: str) -> None:
     """Refuse to resume a run whose earlier run (its `setting.json`) had another setting. A field the earlier
     run's version did not have yet is the same setting when it is at its default now (the behaviour that
-    version had); a field that version recorded and that is `RESUME_FREE` now is left aside."""
+    version had); a field that version recorded and that is `RESUME_FREE` now is left aside. Where the earlier
+    run recorded its `precision`, that is compared instead of `dtype` (`auto` then `float32` on a CPU without
+    native bfloat16 is the same run; `auto` on one with and one without is not)."""
     if not path.is_file():
         return
     before, now = {k: v for k, v in json.loads(path.read_text()).items() if k not in RESUME_FREE}, setting
+    if "precision" in before:
+        before, now = ({k: v for k, v in d.items() if k != "dtype"} for d in (before, now))
     defaults = run_setting(TrainConfig())
     differ = sorted(k for k in {**before, **now} if before.get(k) != now.get(k)
-                    and not (k not in before and k in defaults and now.get(k) == defaults[k]))
+                    and not (k not in before and (k in MACHINE_RESOLVED or k in defaults and now.get(k) == defaults[k])))
     if differ:
-        raise ConfigError(f"[{learner}] --resume found an earlier run in {path.parent} with another setting ({', '.join(differ)} differ): "
+        hint = (f" (it computed in {before['precision']}, this run would compute in {now['precision']}: --dtype {before['precision']} "
+                "resumes it at its own precision)" if "precision" in differ else "")
+        raise ConfigError(f"[{learner}] --resume found an earlier run in {path.parent} with another setting ({', '.join(differ)} differ){hint}: "
                           "give another --out, or delete that folder to start it again")
 
 

@@ -273,6 +273,28 @@ def test_a_run_saved_when_a_memory_setting_was_still_part_of_the_setting_resumes
         check_same_setting(tmp_path / "setting.json", now, "grpo")
 
 
+def test_a_run_resumes_at_the_precision_it_computed_in_not_at_what_auto_means_on_another_machine(tmp_path):
+    """`dtype="auto"` is float32 on a CPU without native bfloat16 and bfloat16 on one with it: a run begun on
+    one and resumed on the other is refused (naming the --dtype that resumes it), and naming that precision
+    resumes it; a setting.json from before precisions were recorded resumes as before."""
+    from agents.experiments.resume import check_same_setting, run_setting
+
+    config = _config("cpu-learn", tmp_path)
+    assert config.dtype == "auto"
+    now = run_setting(config)
+    assert now["precision"] in ("float32", "bfloat16")
+    other = "bfloat16" if now["precision"] == "float32" else "float32"
+    (tmp_path / "setting.json").write_text(json.dumps({**now, "precision": other}))  # the same command on the other kind of CPU
+    with pytest.raises(ConfigError, match=rf"precision differ\) \(it computed in {other}, this run would compute in {now['precision']}: "
+                                          rf"--dtype {other} resumes it"):
+        check_same_setting(tmp_path / "setting.json", now, "grpo")
+    check_same_setting(tmp_path / "setting.json", run_setting(replace(config, dtype=other)), "grpo")
+    (tmp_path / "setting.json").write_text(json.dumps({k: v for k, v in now.items() if k != "precision"}))
+    check_same_setting(tmp_path / "setting.json", now, "grpo")  # recorded before precisions were: dtype decides, as it did
+    with pytest.raises(ConfigError, match=r"\(dtype differ\)"):
+        check_same_setting(tmp_path / "setting.json", run_setting(replace(config, dtype=other)), "grpo")
+
+
 def test_the_retrieval_analysis_with_a_model_counts_the_oracle_trajectories_tokens(tmp_path):
     from agents.models import TinyModelConfig, build_tiny_model
     from agents.train.sft import oracle_example
