@@ -87,6 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "trade of peak memory against page faults (docs/learners.md)")
     p.add_argument("--dtype", choices=PRECISIONS, help="override the preset's precision (auto: bfloat16 on a CPU with native "
                    "bfloat16 instructions, float32 elsewhere; agents.precision); recorded in results.json")
+    p.add_argument("--keep-optimizer-states", action="store_true", default=None,
+                   help="keep each finished learner's optimizer states in its final checkpoint (default: dropped once it is "
+                   "evaluated, which leaves its weights for export and evaluation in a third of the disk)")
     p.add_argument("--eval-base", action=argparse.BooleanOptionalAction, default=None,
                    help="also evaluate the model as released, before its cold start (default: the preset's; the cpu preset does not)")
     p.add_argument("--eval-samples", type=int, help="override the preset's Avg@k samples per test question (0: greedy only)")
@@ -124,7 +127,8 @@ def _preset(args: argparse.Namespace) -> Preset:
                                    ("workers", args.workers), ("micro_batch", args.micro_batch), ("dtype", args.dtype),
                                    ("credit_questions", args.credit_questions),
                                    ("gradient_checkpointing", args.gradient_checkpointing), ("park_idle", args.park_idle),
-                                   ("malloc_mmap_threshold", args.malloc_mmap_threshold)) if v is not None}
+                                   ("malloc_mmap_threshold", args.malloc_mmap_threshold),
+                                   ("keep_optimizer_states", args.keep_optimizer_states)) if v is not None}
     if args.learner_option:
         overrides["learner_options"] = parse_learner_options(args.learner_option, preset.learner_options)
     if args.env_option:

@@ -33,7 +33,7 @@ def evaluated_starts(seed_results) -> dict[str, dict]:
 
 
 NOT_A_SETTING = ("steps", "seeds", "learners", "workers", "eval_base", "learner_options", "micro_batch", "gradient_checkpointing", "park_idle",
-                 "malloc_mmap_threshold", "credit_questions", "credit_group", "dtype")
+                 "malloc_mmap_threshold", "credit_questions", "credit_group", "dtype", "keep_optimizer_states")
 """Preset fields two runs may differ in and still merge: the defaults a run's own flags replace (its RL step
 count is compared as the run's `steps`), how many processes trained it (the same results, tested), whether
 the released model was evaluated, the learners' options (compared learner by learner), how the update

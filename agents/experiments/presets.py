@@ -134,6 +134,12 @@ class Preset:
     cold_start_shows: str = "retriever"
     """What the cold start's oracle searches show (`OptimConfig.cold_start_shows`): the retriever's order, or
     `gold`, each hop's gold passage first."""
+    keep_optimizer_states: bool = False
+    """Keep each finished learner's optimizer states in its final checkpoint. By default they are dropped once
+    the learner is evaluated (`agents.train.checkpoint.drop_optimizer_states`): its weights stay for
+    `python -m agents export` and `agents.experiments.eval --checkpoint`, and the checkpoint shrinks to a
+    third (~0.54 GB of ~1.6 GB for SmolLM2-135M with AdamW, twice that for COSEARCH's two models); with them
+    it could train on. Where results are kept, not what they are: runs that differ in it merge."""
 
     def __post_init__(self) -> None:
         for name in ("workers", "micro_batch"):

@@ -220,7 +220,7 @@ def _train_learners(preset: Preset, learners: list[str], results: dict, start_di
     `Preset.workers` > 1 side by side in that many processes (longest first: COSEARCH trains two models)."""
     start_em = f"{results['start']['eval']['eval/em']:.3f}" if "eval" in results["start"] else "(start not evaluated here)"
     jobs = {learner: partial(learner_result, config(learner, str(start_dir), learner), learner, preset.eval_samples, hotpotqa,
-                             results.get("fingerprint")) for learner in learners}
+                             results.get("fingerprint"), keep_optimizer_states=preset.keep_optimizer_states) for learner in learners}
     # A run that only makes the start policy (--start-only) trains no learner: it has no credit view to show.
     view = _credit_job(preset, config, start_dir) if preset.credit_questions and learners else None
     workers = min(preset.workers, len(learners))
@@ -316,14 +316,16 @@ def _worker_start() -> None:
 
 
 def learner_result(config: TrainConfig, learner: str, eval_samples: int, hotpotqa: str | None,
-                   fingerprint: dict | None = None) -> tuple[dict, dict]:
+                   fingerprint: dict | None = None, keep_optimizer_states: bool = False) -> tuple[dict, dict]:
     """One learner trained by `config` and evaluated: its results entry, and its evaluation env's fingerprint
     (checked against `fingerprint`, the start policy's, before training when given). With `config.resume`, a
     learner that an earlier run of the same setting finished is read back from its `result.json`, and an
     unfinished one continues from its newest checkpoint; its history is then every step's line of its
     `metrics.jsonl`, the steps run before the interruption included. The supervised control (`SFT`) runs
     its steps from the start policy (again, when an earlier run stopped before its result) and saves its
-    final weights as the checkpoint of step 0; its history holds each step's supervised loss (`sft/loss`)."""
+    final weights as the checkpoint of step 0; its history holds each step's supervised loss (`sft/loss`).
+    The final checkpoint keeps the learner's weights and, with `keep_optimizer_states` only, its optimizer
+    states (`Preset.keep_optimizer_states`)."""
     from agents.train.trainer import Trainer
 
     t = time.perf_counter()
@@ -371,12 +373,18 @@ def learner_result(config: TrainConfig, learner: str, eval_samples: int, hotpotq
         entry["hotpotqa"] = final_hotpotqa
     if second_step is not None:
         entry["second_model_step"] = second_step  # what its last RL step trained the second model on (the credit view)
+    from agents.train.checkpoint import drop_optimizer_states, list_checkpoints
+
     if config.resume:
         write_json(run_dir / "result.json", {"entry": entry, "fingerprint": own})
-        from agents.train.checkpoint import list_checkpoints
-
         for old in list_checkpoints(run_dir / "checkpoints")[:-1]:  # the final one is all a finished learner needs
             shutil.rmtree(old, ignore_errors=True)
+    if not keep_optimizer_states:
+        for final in list_checkpoints(run_dir / "checkpoints")[-1:]:
+            if freed := drop_optimizer_states(final):
+                kept = sum(f.stat().st_size for f in final.iterdir() if f.is_file())
+                print(f"[{learner}] final checkpoint {final}: its weights kept ({kept / 1e9:.2f} GB), its optimizer states "
+                      f"dropped ({freed / 1e9:.2f} GB; --keep-optimizer-states keeps them)", flush=True)
     return entry, own
 
 

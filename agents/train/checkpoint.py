@@ -46,7 +46,7 @@ from agents.train.checkpoint_checks import (FORMAT, CheckpointError, check_optim
                                             write_manifest)
 from searchgym.retrieval.integrity import sync_folder, sync_tree
 
-__all__ = ["CheckpointError", "list_checkpoints", "load_checkpoint", "load_newest_valid", "load_policy_weights",
+__all__ = ["CheckpointError", "drop_optimizer_states", "list_checkpoints", "load_checkpoint", "load_newest_valid", "load_policy_weights",
            "rng_state", "save_checkpoint", "set_rng_state", "trainable_state"]
 
 logger = logging.getLogger(__name__)
@@ -115,6 +115,27 @@ def save_checkpoint(root: Path, step: int, models: Mapping[str, torch.nn.Module]
     for old in list_checkpoints(root)[:-keep]:
         shutil.rmtree(old, ignore_errors=True)
     return target
+
+
+def drop_optimizer_states(path: Path) -> int:
+    """Turn checkpoint `path` into the final weights of a finished run: delete its optimizer and scheduler
+    states (`*.optim.pt`, two thirds of an AdamW run's checkpoint) and record that in its `state.json`
+    (`optimizer_states: false`) and manifest. The weights stay as they were, for `load_policy_weights`
+    (`python -m agents export`, evaluation); continuing training from it is refused by `load_checkpoint`.
+    The bytes freed (0 for a checkpoint without such files, or a sharded one)."""
+    files = sorted(path.glob("*.optim.pt"))
+    if not files:
+        return 0
+    state = json.loads((path / "state.json").read_text())
+    tmp = path / "state.json.tmp"
+    tmp.write_text(json.dumps({**state, "optimizer_states": False}))
+    os.replace(tmp, path / "state.json")
+    freed = sum(f.stat().st_size for f in files)
+    for f in files:
+        f.unlink()
+    write_manifest(path)
+    sync_tree(path)
+    return freed
 
 
 def list_checkpoints(root: Path) -> list[Path]:
@@ -194,6 +215,9 @@ def load_checkpoint(path: Path, models: Mapping[str, torch.nn.Module], optimizer
     version cannot read). A refused checkpoint raises `CheckpointError` and leaves the live model,
     optimizers and RNGs untouched."""
     state = read_verified_state(path)
+    if optimizers and state.get("optimizer_states") is False:
+        raise CheckpointError(f"{path} holds only the final weights of a finished run (its optimizer states were dropped when it "
+                              "ended): it can be exported or evaluated, not continued; train again from those weights instead")
     if check is not None:
         check(path, state)
     if (path / "policy.dcp").is_dir():

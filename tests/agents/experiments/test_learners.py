@@ -288,7 +288,7 @@ def test_an_interrupted_run_resumes_to_what_an_uninterrupted_one_gives(tmp_path,
     from searchgym.errors import ConfigError
 
     run = ["--preset", "tiny", "--learners", "grpo", "e-grpo", "--steps", "2", "--resume"]
-    assert learners.main([*run, "--out", str(tmp_path / "whole")]) == 0
+    assert learners.main([*run, "--keep-optimizer-states", "--out", str(tmp_path / "whole")]) == 0
 
     # The same command, stopped in e-grpo's second RL step (grpo finished, e-grpo checkpointed after step 1).
     step = Trainer.train_step
@@ -323,8 +323,13 @@ def test_an_interrupted_run_resumes_to_what_an_uninterrupted_one_gives(tmp_path,
             assert a["rollout/sampled_tokens"] == b["rollout/sampled_tokens"]
             for key in ("loss/policy", "loss/grad_norm", "rollout/reward"):
                 assert b[key] == pytest.approx(a[key], rel=1e-6, abs=1e-9), (name, key)
-    # A finished learner keeps its final checkpoint only.
+    # A finished learner keeps its final checkpoint only, and that without its optimizer states unless asked
+    # (--keep-optimizer-states, which changes no result).
     assert [p.name for p in (tmp_path / "cut" / "seed0" / "e-grpo" / "checkpoints").iterdir() if p.name.startswith("step")] == ["step-000002"]
+    for name in ("grpo", "e-grpo"):
+        cut_final, whole_final = (tmp_path / d / "seed0" / name / "checkpoints" / "step-000002" for d in ("cut", "whole"))
+        assert (cut_final / "policy.safetensors").is_file() and not list(cut_final.glob("*.optim.pt"))
+        assert (whole_final / "policy.optim.pt").is_file()
 
     # Another setting in the same folder is refused, naming what differs: an RL setting by the first learner
     # (the start policy does not depend on it), a cold-start setting by the start policy.

@@ -8,7 +8,9 @@ import pickle
 import pytest
 import torch
 
-from agents.train.checkpoint import CheckpointError, list_checkpoints, load_newest_valid, save_checkpoint
+from agents.train.checkpoint import (CheckpointError, drop_optimizer_states, list_checkpoints, load_checkpoint, load_newest_valid,
+                                     load_policy_weights, save_checkpoint)
+from agents.train.checkpoint_checks import read_verified_state
 
 
 def _model_and_optimizer(seed: int):
@@ -65,6 +67,25 @@ def test_when_no_checkpoint_loads_the_error_lists_each_refused_one(tmp_path):
     with pytest.raises(CheckpointError, match="no checkpoint.*loads") as caught:
         load_newest_valid(root, {"policy": model}, {"policy": (optimizer, scheduler)})
     assert all(f"step-00000{i}" in str(caught.value) for i in (1, 2, 3))
+
+
+def test_a_finished_runs_checkpoint_without_its_optimizer_states_still_gives_its_weights_and_refuses_to_continue(tmp_path):
+    root = tmp_path / "checkpoints"
+    saved = _save_three(root)
+    final = root / "step-000003"
+    size = (final / "policy.optim.pt").stat().st_size
+    assert drop_optimizer_states(final) == size > 0
+    assert sorted(p.name for p in final.iterdir()) == ["manifest.json", "policy.safetensors", "state.json"]
+    assert read_verified_state(final)["optimizer_states"] is False  # the manifest matches the files left
+    model, optimizer, scheduler = _model_and_optimizer(99)
+    load_policy_weights(final, model, "a linear layer")
+    assert torch.equal(model.weight.detach(), saved[3])
+    with pytest.raises(CheckpointError, match="only the final weights of a finished run"):
+        load_checkpoint(final, {"policy": model}, {"policy": (optimizer, scheduler)})
+    assert drop_optimizer_states(final) == 0  # nothing left to drop
+    # Resuming a run whose newest checkpoint is such a one takes the full one before it, with a warning.
+    path, _ = load_newest_valid(root, {"policy": model}, {"policy": (optimizer, scheduler)})
+    assert path.name == "step-000002" and torch.equal(model.weight.detach(), saved[2])
 
 
 def test_no_checkpoints_is_a_fresh_start(tmp_path):
