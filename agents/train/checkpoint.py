@@ -21,6 +21,9 @@ loaded into the live model or optimizer. One that is refused is skipped with a w
 and why, and the one before it is loaded; if none passes, `CheckpointError` lists every one refused. A
 run that resumes from an older checkpoint repeats the steps after it, exactly as it first ran them, and
 its next save replaces the refused one.
+
+The final checkpoint of a finished learner of `agents.experiments` keeps its weights only
+(`drop_optimizer_states`): they export and evaluate as any checkpoint's; continuing from it is refused.
 """
 
 from __future__ import annotations
