@@ -9,11 +9,14 @@
 from __future__ import annotations
 
 import sys
+import time
 from dataclasses import dataclass
 from typing import Literal, get_args
 
+import httpx
+
 from agents.policies.sglang_server import SGLangServer, SGLangServerConfig
-from searchgym.errors import ConfigError
+from searchgym.errors import BackendError, BackendTimeout, ConfigError
 
 
 RoutingPolicy = Literal["cache_aware", "round_robin", "random", "power_of_two"]
@@ -50,7 +53,9 @@ class SGLangRouterConfig:
 
 
 class SGLangRouter(SGLangServer):
-    """A router process this object started and stops; it is ready when its `/health` answers."""
+    """A router process this object started and stops; it is ready when its `/health` answers and its
+    `GET /workers` lists every worker it was started with (the router registers them after it starts
+    answering, so for a moment, longer on a busy machine, it can answer and route nowhere)."""
 
     def __init__(self, config: SGLangRouterConfig):
         self.router_config = config
@@ -67,6 +72,27 @@ class SGLangRouter(SGLangServer):
                 log_path=config.log_path,
             )
         )
+
+    def _wait_healthy(self) -> None:
+        super()._wait_healthy()
+        wanted = {u.rstrip("/") for u in self.router_config.worker_urls}
+        listed: set[str] = set()
+        deadline = time.monotonic() + self.config.startup_timeout_s
+        with httpx.Client(trust_env=False) as client:
+            while time.monotonic() < deadline:
+                if (code := self.process.poll()) is not None:
+                    raise BackendError(f"the SGLang router exited with code {code} while starting; its output:\n{self.log_tail()}")
+                try:
+                    answer = client.get(f"{self.url}/workers", timeout=5.0)
+                    if answer.status_code == 200:
+                        listed = {str(w.get("url", "")).rstrip("/") for w in answer.json().get("workers", [])}
+                        if wanted <= listed:
+                            return
+                except (httpx.HTTPError, ValueError, AttributeError, TypeError):
+                    pass
+                time.sleep(0.2)
+        raise BackendTimeout(f"the SGLang router answered /health but listed {sorted(listed)} of its workers {sorted(wanted)} "
+                             f"within {self.config.startup_timeout_s}s; its output:\n{self.log_tail()}")
 
     def command(self) -> list[str]:
         c = self.router_config
