@@ -9,14 +9,13 @@
 from __future__ import annotations
 
 import sys
-import time
 from dataclasses import dataclass
 from typing import Literal, get_args
 
 import httpx
 
 from agents.policies.sglang_server import SGLangServer, SGLangServerConfig
-from searchgym.errors import BackendError, BackendTimeout, ConfigError
+from searchgym.errors import BackendTimeout, ConfigError
 
 
 RoutingPolicy = Literal["cache_aware", "round_robin", "random", "power_of_two"]
@@ -73,26 +72,26 @@ class SGLangRouter(SGLangServer):
             )
         )
 
+    kind = "SGLang router"
+
     def _wait_healthy(self) -> None:
         super()._wait_healthy()
         wanted = {u.rstrip("/") for u in self.router_config.worker_urls}
         listed: set[str] = set()
-        deadline = time.monotonic() + self.config.startup_timeout_s
-        with httpx.Client(trust_env=False) as client:
-            while time.monotonic() < deadline:
-                if (code := self.process.poll()) is not None:
-                    raise BackendError(f"the SGLang router exited with code {code} while starting; its output:\n{self.log_tail()}")
-                try:
-                    answer = client.get(f"{self.url}/workers", timeout=5.0)
-                    if answer.status_code == 200:
-                        listed = {str(w.get("url", "")).rstrip("/") for w in answer.json().get("workers", [])}
-                        if wanted <= listed:
-                            return
-                except (httpx.HTTPError, ValueError, AttributeError, TypeError):
-                    pass
-                time.sleep(0.2)
-        raise BackendTimeout(f"the SGLang router answered /health but listed {sorted(listed)} of its workers {sorted(wanted)} "
-                             f"within {self.config.startup_timeout_s}s; its output:\n{self.log_tail()}")
+
+        def lists_every_worker(answer: httpx.Response) -> bool:
+            nonlocal listed
+            if answer.status_code != 200:
+                return False
+            try:
+                listed = {str(w.get("url", "")).rstrip("/") for w in answer.json().get("workers", [])}
+            except (ValueError, AttributeError, TypeError):  # not JSON, or not a list of workers (yet)
+                return False
+            return wanted <= listed
+
+        if not self._poll_until("/workers", lists_every_worker, interval_s=0.2):
+            raise BackendTimeout(f"the SGLang router answered /health but listed {sorted(listed)} of its workers "
+                                 f"{sorted(wanted)} within {self.config.startup_timeout_s}s; its output:\n{self.log_tail()}")
 
     def command(self) -> list[str]:
         c = self.router_config

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -67,6 +67,9 @@ def free_port(host: str = "127.0.0.1") -> int:
 class SGLangServer:
     """A server process this object started and stops (its whole process group: SGLang forks workers)."""
 
+    kind = "SGLang server"
+    """What the process is called in errors."""
+
     def __init__(self, config: SGLangServerConfig):
         self.config = config
         self.port = config.port or free_port(config.host)
@@ -100,20 +103,27 @@ class SGLangServer:
         return self.url
 
     def _wait_healthy(self) -> None:
+        if not self._poll_until("/health", lambda answer: answer.status_code == 200, interval_s=0.5):
+            raise BackendTimeout(f"the {self.kind} did not become healthy within {self.config.startup_timeout_s}s; "
+                                 f"its output:\n{self.log_tail()}")
+
+    def _poll_until(self, path: str, ready: Callable[[httpx.Response], bool], *, interval_s: float) -> bool:
+        """GET `path` every `interval_s` until `ready(answer)` holds (True) or `startup_timeout_s` has passed
+        (False). Raises BackendError as soon as the process exits; a refused or timed-out request is a miss."""
         assert self.process is not None
         deadline = time.monotonic() + self.config.startup_timeout_s
         with httpx.Client(trust_env=False) as client:
             while time.monotonic() < deadline:
                 code = self.process.poll()
                 if code is not None:
-                    raise BackendError(f"the SGLang server exited with code {code} while starting; its output:\n{self.log_tail()}")
+                    raise BackendError(f"the {self.kind} exited with code {code} while starting; its output:\n{self.log_tail()}")
                 try:
-                    if client.get(f"{self.url}/health", timeout=5.0).status_code == 200:
-                        return
+                    if ready(client.get(f"{self.url}{path}", timeout=5.0)):
+                        return True
                 except httpx.HTTPError:
                     pass
-                time.sleep(0.5)
-        raise BackendTimeout(f"the SGLang server did not become healthy within {self.config.startup_timeout_s}s; its output:\n{self.log_tail()}")
+                time.sleep(interval_s)
+        return False
 
     def stop(self) -> None:
         """SIGTERM to the server's process group, SIGKILL after `stop_timeout_s`, then SIGKILL to any worker

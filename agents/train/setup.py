@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import random
+import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -100,9 +101,15 @@ def rollout_policy(config, policy, tokenizer, rank: int):
             router.close()
             raise BackendError(f"no SGLang router answers /health at {c.rollout.sglang_router}; start it first "
                                "(python -m sglang_router.launch_router, see docs/learners.md) or fix sglang_router")
-        if not router.workers():
-            router.close()
-            raise BackendError(f"the SGLang router at {c.rollout.sglang_router} lists no workers; start it with --worker-urls")
+        # A router started a moment ago answers /health before it has registered its --worker-urls.
+        wait_s = min(10.0, c.rollout.sglang_timeout_s)
+        deadline = time.monotonic() + wait_s
+        while not router.workers():
+            if time.monotonic() >= deadline:
+                router.close()
+                raise BackendError(f"the SGLang router at {c.rollout.sglang_router} listed no workers within {wait_s:g}s; "
+                                   "start it with --worker-urls")
+            time.sleep(0.5)
         return router
     fan = FanOutPolicy([SGLangPolicy(SGLangPolicyConfig(url=url, http=http), tokenizer=tokenizer) for url in c.rollout.sglang_urls])
     fan.assign(rank)  # ranks start their round robin on different servers
