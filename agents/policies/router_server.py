@@ -56,6 +56,8 @@ class SGLangRouter(SGLangServer):
     `GET /workers` lists every worker it was started with (the router registers them after it starts
     answering, so for a moment, longer on a busy machine, it can answer and route nowhere)."""
 
+    kind = "SGLang router"
+
     def __init__(self, config: SGLangRouterConfig):
         self.router_config = config
         super().__init__(
@@ -71,8 +73,6 @@ class SGLangRouter(SGLangServer):
                 log_path=config.log_path,
             )
         )
-
-    kind = "SGLang router"
 
     def _wait_healthy(self) -> None:
         super()._wait_healthy()
