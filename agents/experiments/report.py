@@ -25,7 +25,8 @@ def _avg_columns(results: dict, names: list[str]) -> list[str]:
 
 def seed_table(results: dict, learners: list[str]) -> str:
     """One seed's policies: test EM/F1 (greedy, and Avg@k when measured), searches, training reward, time, and the
-    peak memory of the process that trained the learner (its own when each learner had a process of its own)."""
+    peak memory of the process that trained the learner (its own when each learner had a process of its own; a
+    resumed learner's minutes count its earlier processes' RL steps, its peak is its last process's)."""
     names = [n for n in ("base", "start", *learners) if "eval" in results.get(n, {})]
     avg = _avg_columns(results, names)
     head = ["policy", "test EM", *[f"Avg@{k.split('@')[1].split('/')[0]} EM" for k in avg], "test F1", "searches/ep",
@@ -38,6 +39,8 @@ def seed_table(results: dict, learners: list[str]) -> str:
         h = r.get("history")
         reward = f"{h[0]['rollout/reward']:.3f} -> {h[-1]['rollout/reward']:.3f}" if h and "rollout/reward" in h[0] else "-"
         minutes = f"{r['minutes']:.1f}" if "minutes" in r else "-"
+        if "resumed_from_step" in r:  # its peak is the last process's, from that step on
+            minutes += f" (resumed at step {r['resumed_from_step']})"
         peak = f"{r['peak_rss_gb']:.2f}" if "peak_rss_gb" in r else "-"
         cells = [labels.get(name, name), f"{e['eval/em']:.3f}", *[f"{e[k]:.3f}" if k in e else "-" for k in avg],
                  f"{e['eval/f1']:.3f}", f"{e['eval/searches']:.2f}", reward, minutes, peak]

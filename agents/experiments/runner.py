@@ -347,12 +347,14 @@ def learner_result(config: TrainConfig, learner: str, eval_samples: int, hotpotq
         if differ:
             raise ConfigError(f"[{learner}] is evaluated on another env than its start policy was ({', '.join(differ)} differ); "
                               "the two cannot be paired")
+        resumed_from = 0
         if sft:
             history = [{"step": i + 1, "sft/loss": loss} for i, loss in enumerate(_cold_start(trainer))]
             trainer.save()
         else:
-            if trainer.step:
-                print(f"[{learner}] resumed from the checkpoint of RL step {trainer.step}", flush=True)
+            resumed_from = trainer.step
+            if resumed_from:
+                print(f"[{learner}] resumed from the checkpoint of RL step {resumed_from}", flush=True)
             history = _train(trainer, learner)
             if config.resume:
                 history = logged_history(trainer.metrics_log.path)
@@ -366,9 +368,15 @@ def learner_result(config: TrainConfig, learner: str, eval_samples: int, hotpotq
     # in reference cycles, and the next learner's trainer (in this process) must not be built beside it.
     del trainer
     release_memory()
+    # A resumed run's minutes count the RL steps its earlier processes finished (their logged step times; the
+    # part of a step an interruption threw away is not counted), so that a run's cost does not depend on how
+    # often it was interrupted. Its peak is this process's only.
+    earlier_s = sum(m.get("time/step_s", 0.0) for m in history if m["step"] <= resumed_from)
     entry = {"eval": final, **final_questions, "history": history, "signals": mean_signals(history),
-             "minutes": (time.perf_counter() - t) / 60, "dtype": trained_dtype, "peak_rss_gb": round(peak_rss_gb(), 2),
+             "minutes": (time.perf_counter() - t + earlier_s) / 60, "dtype": trained_dtype, "peak_rss_gb": round(peak_rss_gb(), 2),
              "huge_pages": huge_pages_in_effect()}
+    if resumed_from:
+        entry["resumed_from_step"] = resumed_from
     if final_hotpotqa:
         entry["hotpotqa"] = final_hotpotqa
     if second_step is not None:

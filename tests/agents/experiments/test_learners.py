@@ -323,6 +323,10 @@ def test_an_interrupted_run_resumes_to_what_an_uninterrupted_one_gives(tmp_path,
             assert a["rollout/sampled_tokens"] == b["rollout/sampled_tokens"]
             for key in ("loss/policy", "loss/grad_norm", "rollout/reward"):
                 assert b[key] == pytest.approx(a[key], rel=1e-6, abs=1e-9), (name, key)
+    # The resumed learner's minutes count the step its first process finished; its entry says it was resumed.
+    assert cut["e-grpo"]["resumed_from_step"] == 1 and "resumed_from_step" not in cut["grpo"] and "resumed_from_step" not in whole["e-grpo"]
+    assert cut["e-grpo"]["minutes"] * 60 > cut["e-grpo"]["history"][0]["time/step_s"] > 0
+    assert "(resumed at step 1)" in (tmp_path / "cut" / "results.md").read_text()
     # A finished learner keeps its final checkpoint only, and that without its optimizer states unless asked
     # (--keep-optimizer-states, which changes no result).
     assert [p.name for p in (tmp_path / "cut" / "seed0" / "e-grpo" / "checkpoints").iterdir() if p.name.startswith("step")] == ["step-000002"]
