@@ -3,6 +3,7 @@ optionally Avg@k, the mean EM of k sampled rollouts per question, as CW-GRPO rep
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -13,6 +14,8 @@ from agents.rollout import RolloutConfig, RolloutEngine
 from agents.train.metrics import episode_summaries
 from searchgym.errors import ConfigError
 
+logger = logging.getLogger(__name__)
+
 
 @dataclass
 class Evaluation:
@@ -20,7 +23,7 @@ class Evaluation:
 
     metrics: dict[str, float]
     """`eval/em`, `eval/f1`, `eval/searches`, `eval/questions`, and with samples `eval/avg@k/em`, `eval/avg@k/f1`,
-    `eval/avg@k/searches`."""
+    `eval/avg@k/searches`; with a model ranker in the env, its greedy episodes' `ranker_eval_metrics`."""
     em: list[float]
     """Greedy EM per question, in question order."""
     avg_em: list[float] | None = None
@@ -32,9 +35,37 @@ class Evaluation:
 def _rollouts(policy, make_env, engine_config: RolloutConfig, n: int, group: int, temperature: float, seed: int | None):
     engine = RolloutEngine(policy, make_env, replace(engine_config, group_size=group, temperature=temperature, seed=seed))
     try:
-        return episode_summaries(engine.rollout([{"options": {"index": i}} for i in range(n)]))
+        return engine.rollout([{"options": {"index": i}} for i in range(n)])
     finally:
         engine.close()
+
+
+def ranker_eval_metrics(trajectories, corpus=None) -> dict[str, float]:
+    """What a model ranker in the env (COSEARCH's) did in these episodes: over its calls whose candidates hold a
+    gold answer (`eval/ranker_answerable_calls`), the Hit@1 of the order it showed (`eval/ranker_hit@1`) against
+    the retriever's order (`eval/retriever_hit@1`). {} when no step called one, or when the calls' candidate
+    texts are neither recorded nor in `corpus` (a warning says so)."""
+    from agents.learners.cosearch import relevance_text
+    from agents.learners.cosearch_calls import calls_from_trajectory, ranking_hits
+    from searchgym.errors import BatchError
+
+    texts = (lambda doc_id: relevance_text(corpus.get(doc_id).title, corpus.get(doc_id).text)) if corpus is not None else None
+    calls, golds = [], []
+    try:
+        for i, t in enumerate(trajectories):
+            for call in calls_from_trajectory(t.step_infos or [], texts=texts, trajectory=i):
+                calls.append(call)
+                golds.append(t.gold_answers or [])
+    except BatchError as e:
+        logger.warning("the evaluation's ranker calls are not scored: %s", e)
+        return {}
+    if not calls:
+        return {}
+    hits = ranking_hits(calls, golds, ks=(1,))
+    out = {"eval/ranker_answerable_calls": hits["ranker/answerable_calls"]}
+    if "ranker/hit@1" in hits:
+        out.update({"eval/ranker_hit@1": hits["ranker/hit@1"], "eval/retriever_hit@1": hits["ranker/retriever_hit@1"]})
+    return out
 
 
 def eval_metrics(summaries: list[dict]) -> dict[str, float]:
@@ -54,10 +85,13 @@ def evaluate_policy(policy, make_env: Callable[[], gym.Env], engine_config: Roll
     rollouts per question at `temperature` (seeded by `seed`), whose mean EM and F1 are Avg@k."""
     if samples == 1 or samples < 0:
         raise ConfigError(f"samples must be 0 (greedy only) or >= 2 (Avg@k), got {samples}")
-    n = min(count, len(make_env().unwrapped.records))
+    env = make_env().unwrapped
+    n = min(count, len(env.records))
     greedy = _rollouts(policy, make_env, engine_config, n, 1, 0.0, None)
     sampled = _rollouts(policy, make_env, engine_config, n, samples, temperature, seed) if samples >= 2 else []
-    return evaluation_of(greedy, sampled, samples)
+    evaluation = evaluation_of(episode_summaries(greedy), episode_summaries(sampled), samples)
+    evaluation.metrics.update(ranker_eval_metrics(greedy, getattr(env, "corpus", None)))
+    return evaluation
 
 
 def evaluation_of(greedy: list[dict], sampled: list[dict], samples: int = 0) -> Evaluation:

@@ -2,6 +2,7 @@
 
 from types import SimpleNamespace
 
+import pytest
 import torch
 
 from agents.policies.base import Completion
@@ -181,3 +182,61 @@ def test_the_ranker_cold_start_shuffles_candidates_when_configured(tmp_path, mon
         trainer.second_model.cold_start(trainer.env)
         trainer.close()
     assert seen == [False, True]
+
+
+def test_the_evaluation_scores_the_ranker_against_the_retriever(tmp_path, caplog):
+    """`ranker_eval_metrics` (what a COSEARCH run's evaluation adds): the Hit@1 of the order the ranker showed
+    against the retriever's, over the calls whose candidates hold an answer, on oracle episodes."""
+    from agents.train.evaluate import ranker_eval_metrics
+
+    trainer = Trainer(tiny_config(tmp_path, learner="cosearch", env={"top_k": 2}))
+    env = trainer._make_env("train")
+    base = env.unwrapped
+    ranker = trainer.second_model
+
+    def episodes(reply: str) -> list:
+        ranker.backend.policy = ScriptedRanker(trainer.models["ranker"], ranker.policy.tokenizer, [reply])
+        out = []
+        for index in range(4):
+            env.reset(options={"index": index})
+            infos = []
+            for turn in base.world.oracle_trajectory(base.record):
+                *_, term, trunc, info = env.step(turn)
+                infos.append(info)
+                if term or trunc:
+                    break
+            out.append(SimpleNamespace(step_infos=infos, gold_answers=list(base.record.answers)))
+        return out
+
+    def holds(doc_id: str, golds: list[str]) -> bool:
+        doc = base.corpus.get(doc_id)
+        return any(g.lower() in f"{doc.title}\n{doc.text}".lower() for g in golds)
+
+    def expected(trajectories: list, shown_first: int) -> tuple[float, float, int]:
+        """(ranker Hit@1 with candidate `shown_first` shown first, retriever Hit@1, answerable calls), by hand."""
+        ranker_hits, retriever_hits = [], []
+        for t in trajectories:
+            for info in t.step_infos:
+                if call := info.get("ranker"):
+                    relevant = [holds(i, t.gold_answers) for i in call["candidate_ids"]]
+                    if any(relevant):
+                        ranker_hits.append(relevant[shown_first])
+                        retriever_hits.append(relevant[0])
+        return sum(ranker_hits) / len(ranker_hits), sum(retriever_hits) / len(retriever_hits), len(ranker_hits)
+
+    kept = episodes("<reason>a</reason><rerank>[1] > [2]</rerank>")
+    swapped = episodes("<reason>b</reason><rerank>[2] > [1]</rerank>")
+    for trajectories, first in ((kept, 0), (swapped, 1)):
+        got = ranker_eval_metrics(trajectories, base.corpus)
+        ranker_hit, retriever_hit, answerable = expected(trajectories, first)
+        assert answerable > 0
+        assert got == pytest.approx({"eval/ranker_answerable_calls": answerable, "eval/ranker_hit@1": ranker_hit,
+                                     "eval/retriever_hit@1": retriever_hit})
+    # The oracle's searches find their fact first, so swapping shows the wrong document first in some calls.
+    assert ranker_eval_metrics(swapped, base.corpus)["eval/ranker_hit@1"] < ranker_eval_metrics(kept, base.corpus)["eval/ranker_hit@1"]
+    # No ranker calls: nothing to score. Calls whose texts are neither recorded nor in a corpus: a warning.
+    assert ranker_eval_metrics([SimpleNamespace(step_infos=[{"turn": 0}], gold_answers=["x"])]) == {}
+    with caplog.at_level("WARNING", logger="agents.train.evaluate"):
+        assert ranker_eval_metrics(kept, corpus=None) == {}
+    assert "ranker calls are not scored" in caplog.text
+    trainer.close()
