@@ -531,3 +531,28 @@ def test_the_precision_reaches_every_run_and_is_recorded(tmp_path):
     n = len(seed["grpo"]["eval_em"])
     difference = sum(2 * x - 1 for x in seed["grpo"]["eval_em"]) / n  # x - (1 - x) per question
     assert f"{difference:+.3f}" in table
+
+
+@pytest.mark.slow
+def test_a_learners_policy_is_evaluated_without_its_ranker_and_paired(tmp_path, monkeypatch):
+    from agents.experiments import without_ranker
+    from searchgym.errors import ConfigError
+
+    monkeypatch.setitem(presets.PRESETS, "tiny-shared", replace(presets.PRESETS["tiny"], world_seed=0, shared_start=True, eval_base=False))
+    assert learners.main(["--preset", "tiny-shared", "--learners", "grpo", "cosearch", "--seeds", "0", "--out", str(tmp_path)]) == 0
+    saved = json.loads((tmp_path / "results.json").read_text())["results"]["0"]
+    # GRPO has no ranker: its final policy, evaluated again behind the retriever, scores what its run did on
+    # every question (the same weights, env and questions), so the loaded policy is the run's last.
+    grpo = without_ranker.evaluate_without_ranker(tmp_path, "grpo")
+    assert grpo["eval_em"] == saved["grpo"]["eval_em"] and grpo["paired"]["without ranker - with ranker"]["mean"] == 0
+    cosearch = without_ranker.evaluate_without_ranker(tmp_path, "cosearch")
+    assert len(cosearch["eval_em"]) == len(saved["cosearch"]["eval_em"]) == 4
+    with_ranker = cosearch["paired"]["with ranker - start"]
+    assert with_ranker["mean"] == pytest.approx(sum(saved["cosearch"]["eval_em"]) / 4 - sum(saved["start"]["eval_em"]) / 4)
+    written = json.loads((tmp_path / "seed0" / "cosearch" / "without_ranker.json").read_text())
+    assert written["eval_em"] == cosearch["eval_em"] and set(written["paired"]) == {
+        "without ranker - with ranker", "without ranker - start", "with ranker - start"}
+    with pytest.raises(ConfigError, match="no evaluated 'e-grpo'"):
+        without_ranker.evaluate_without_ranker(tmp_path, "e-grpo")
+    with pytest.raises(ConfigError, match="not found"):
+        without_ranker.main([str(tmp_path / "nowhere")])
