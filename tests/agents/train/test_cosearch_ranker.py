@@ -35,11 +35,26 @@ class ScriptedRanker:
         return {"kind": "scripted"}
 
 
+def oracle_episodes(env, indices) -> list[SimpleNamespace]:
+    """The synthetic world's oracle episode of each question index, as trajectories (step infos, answers)."""
+    base = env.unwrapped
+    out = []
+    for index in indices:
+        env.reset(options={"index": index})
+        infos = []
+        for turn in base.world.oracle_trajectory(base.record):
+            *_, term, trunc, info = env.step(turn)
+            infos.append(info)
+            if term or trunc:
+                break
+        out.append(SimpleNamespace(step_infos=infos, gold_answers=list(base.record.answers)))
+    return out
+
+
 def _scripted_ranker_step(trainer):
     """One ranker update on four oracle episodes of one question whose ranker calls get scripted replies:
     returns the update's metrics, with the ranker's weights before it."""
     env = trainer._make_env("train")
-    base = env.unwrapped
     ranker = trainer.second_model
     ranker_model = trainer.models["ranker"]
     # Four samples of the same question make one cluster (same sub-query); their rankings differ, so their
@@ -50,16 +65,7 @@ def _scripted_ranker_step(trainer):
         "<reason>c</reason><rerank>[4] > [5]</rerank>",
         "no tags at all",
     ])
-    trajectories = []
-    for _ in range(4):
-        env.reset(options={"index": 0})
-        infos = []
-        for turn in base.world.oracle_trajectory(base.record):
-            *_, term, trunc, info = env.step(turn)
-            infos.append(info)
-            if term or trunc:
-                break
-        trajectories.append(SimpleNamespace(step_infos=infos, gold_answers=list(base.record.answers)))
+    trajectories = oracle_episodes(env, [0, 0, 0, 0])
     calls = [i["ranker"] for t in trajectories for i in t.step_infos if i.get("ranker")]
     assert len(calls) == 4 and [c["valid"] for c in calls] == [True, True, True, False]
     before = {n: p.detach().clone() for n, p in ranker_model.named_parameters()}
@@ -196,17 +202,7 @@ def test_the_evaluation_scores_the_ranker_against_the_retriever(tmp_path, caplog
 
     def episodes(reply: str) -> list:
         ranker.backend.policy = ScriptedRanker(trainer.models["ranker"], ranker.policy.tokenizer, [reply])
-        out = []
-        for index in range(4):
-            env.reset(options={"index": index})
-            infos = []
-            for turn in base.world.oracle_trajectory(base.record):
-                *_, term, trunc, info = env.step(turn)
-                infos.append(info)
-                if term or trunc:
-                    break
-            out.append(SimpleNamespace(step_infos=infos, gold_answers=list(base.record.answers)))
-        return out
+        return oracle_episodes(env, range(4))
 
     def holds(doc_id: str, golds: list[str]) -> bool:
         doc = base.corpus.get(doc_id)
