@@ -10,7 +10,8 @@ teaches it the rerank format on the synthetic world's oracle reranks (`agents.le
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterator, Sequence
+from contextlib import contextmanager
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -60,6 +61,9 @@ class PolicyChatBackend:
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.seed = seed
+        self.greedy = False
+        """True while the policy is evaluated (`RankerTrainer.evaluating`): replies are decoded greedily and not
+        logged (nothing trains on them)."""
         self._calls = 0
         self.log: dict[tuple[str, str], list[RankerGeneration]] = {}
         """(prompt, reply) -> the generations that produced it, oldest first: G samples of one question often
@@ -70,7 +74,7 @@ class PolicyChatBackend:
         prompts = [tok.apply_chat_template(list(c), add_generation_prompt=True, tokenize=False) for c in conversations]
         ids = [tok.encode(p, add_special_tokens=False) for p in prompts]
         self._calls += 1
-        params = SamplingParams(n=1, temperature=self.temperature, max_new_tokens=min(max_tokens, self.max_tokens), stop=("</rerank>",),
+        params = SamplingParams(n=1, temperature=0.0 if self.greedy else self.temperature, max_new_tokens=min(max_tokens, self.max_tokens), stop=("</rerank>",),
                                 seed=None if self.seed is None else self.seed * 7919 + self._calls)
         try:
             outs = self.policy.generate(ids, params)
@@ -80,6 +84,8 @@ class PolicyChatBackend:
         for prompt, prompt_ids, group in zip(prompts, ids, outs):
             c = group[0]
             replies.append(c.text)
+            if self.greedy:
+                continue
             self.log.setdefault((prompt, c.text), []).append(RankerGeneration(
                 prompt_ids + list(c.token_ids), [0] * len(prompt_ids) + [1] * len(c.token_ids), [0.0] * len(prompt_ids) + list(c.logprobs)))
         return replies
@@ -135,6 +141,16 @@ class RankerTrainer(SecondModel):
 
     def parts(self) -> tuple[list[torch.nn.Module], list[Any], list[torch.nn.Module]]:
         return [self.models["ranker"]], [self.optimizers["ranker"][0]], [self.reference] if self.reference is not None else []
+
+    @contextmanager
+    def evaluating(self) -> Iterator[None]:
+        """The ranker decodes greedily while the policy is evaluated (greedy), and its replies are not kept
+        for training; in RL steps it samples at `ranker_temperature`."""
+        self.backend.greedy = True
+        try:
+            yield
+        finally:
+            self.backend.greedy = False
 
     def ranker(self):
         """An `LLMRanker` over this model's sampler, with the config's prompt and decoding settings."""

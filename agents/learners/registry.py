@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,10 +71,11 @@ class SecondModel(ABC):
     declares every member the trainer uses. The trainer holds it, puts `models` and `optimizers` into every
     checkpoint, builds envs with `env_options`, reads `gathers_env_calls` when it builds the rollout engine, calls
     `cold_start` once in a run that starts from step 0, `begin_step` before each step's rollouts and
-    `train_step` after the policy's update, `release_memory` before the policy's update, and `parts` when
-    it lets idle tensors wait in files (`OptimConfig.park_idle`). A subclass must implement the abstract
-    methods; `cold_start`, `release_memory`, `parts`, `gathers_env_calls` and `last_step` have defaults (no
-    cold start, nothing to free, its `models` and `optimizers`, no gathering, nothing to report) to override."""
+    `train_step` after the policy's update, `release_memory` before the policy's update, `parts` when
+    it lets idle tensors wait in files (`OptimConfig.park_idle`), and evaluates the policy inside `evaluating()`.
+    A subclass must implement the abstract methods; `cold_start`, `release_memory`, `parts`, `gathers_env_calls`,
+    `last_step` and `evaluating` have defaults (no cold start, nothing to free, its `models` and `optimizers`,
+    no gathering, nothing to report, sampling as in training) to override."""
 
     models: dict[str, torch.nn.Module]
     """Checkpointed weights, by a name other than "policy"."""
@@ -105,6 +107,11 @@ class SecondModel(ABC):
         """What the last `train_step` trained on, as JSON values, for reports (COSEARCH's ranker: each call's
         reward and advantage, shown by the main job's credit view); None before any step, and by default."""
         return None
+
+    def evaluating(self) -> AbstractContextManager:
+        """A context the trainer evaluates the policy in: how the model samples while the policy is evaluated
+        (COSEARCH's ranker decodes greedily there, as the policy does). By default nothing changes."""
+        return nullcontext()
 
     @abstractmethod
     def env_options(self) -> dict[str, Any]:

@@ -383,8 +383,9 @@ class Trainer:
         """`evaluate`, plus each question's greedy EM and, with `samples` = k >= 2, Avg@k (seeded by the run's seed)."""
         split = setup.eval_split(self.config)
         self._keep(*self.SAMPLING)
-        return evaluate_policy(self.rollout_policy, lambda: self._make_env(split), self.engine.config, count or self.config.eval_questions,
-                               samples=samples, temperature=self.config.rollout.temperature, seed=self.config.seed)
+        with self.second_model.evaluating() if self.second_model is not None else nullcontext():
+            return evaluate_policy(self.rollout_policy, lambda: self._make_env(split), self.engine.config, count or self.config.eval_questions,
+                                   samples=samples, temperature=self.config.rollout.temperature, seed=self.config.seed)
 
     def run(self, progress: bool = False) -> list[dict[str, float]]:
         """Cold starts (when configured and not resumed: the policy's, then the second model's), then RL steps

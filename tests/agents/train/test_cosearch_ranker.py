@@ -236,3 +236,29 @@ def test_the_evaluation_scores_the_ranker_against_the_retriever(tmp_path, caplog
         assert ranker_eval_metrics(kept, corpus=None) == {}
     assert "ranker calls are not scored" in caplog.text
     trainer.close()
+
+
+def test_the_ranker_decodes_greedily_while_the_policy_is_evaluated(tmp_path, monkeypatch):
+    """In RL steps the ranker samples at `ranker_temperature` (its GRPO needs the spread); while the policy is
+    evaluated greedily, so is the ranker, and nothing it replies is kept for training."""
+    import agents.train.trainer as trainer_module
+
+    trainer = Trainer(tiny_config(tmp_path, learner="cosearch", env={"top_k": 2}))
+    ranker = trainer.second_model
+    seen = []
+    generate = ranker.policy.generate
+    ranker.policy.generate = lambda ids, params: seen.append(params.temperature) or generate(ids, params)
+    conversation = [[{"role": "user", "content": "Rank [1] a [2] b"}]]
+    ranker.backend.chat(conversation, max_tokens=8)
+    with ranker.evaluating():
+        logged = len(ranker.backend.log)
+        ranker.backend.chat(conversation, max_tokens=8)
+        assert len(ranker.backend.log) == logged  # an evaluation's reply is not a call to train on
+    ranker.backend.chat(conversation, max_tokens=8)
+    assert seen == [1.0, 0.0, 1.0] and trainer.config.learner.ranker_temperature == 1.0
+    # Trainer.evaluation runs the evaluation inside it.
+    during = []
+    monkeypatch.setattr(trainer_module, "evaluate_policy", lambda *a, **k: during.append(ranker.backend.greedy))
+    trainer.evaluation(count=1)
+    assert during == [True] and ranker.backend.greedy is False
+    trainer.close()
