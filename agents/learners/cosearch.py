@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -70,6 +70,7 @@ __all__ = [
     "hits_at",
     "kept_order_rate",
     "normalize_query",
+    "corpus_texts",
     "relevance_text",
     "unigram_f1",
     "rank_batch",
@@ -346,6 +347,19 @@ def agent_rewards(trajectories: Sequence[Trajectory], config: CoSearchConfig) ->
 def relevance_text(title: str, text: str) -> str:
     """What "contains a gold answer" is checked on: a document's title and text."""
     return f"{title}\n{text}"
+
+
+def corpus_texts(corpus) -> Callable[[str], str] | None:
+    """Doc id -> `relevance_text` from `corpus` (None without one): the texts a ranker call's candidates are
+    checked on when the call record does not carry them."""
+    if corpus is None:
+        return None
+
+    def text(doc_id: str) -> str:
+        doc = corpus.get(doc_id)
+        return relevance_text(doc.title, doc.text)
+
+    return text
 
 
 @register_learner("cosearch", config=CoSearchConfig, needs=EnvNeeds(ranker=True), second_model=_ranker_trainer,

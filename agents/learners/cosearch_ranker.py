@@ -219,8 +219,7 @@ class RankerTrainer(SecondModel):
     def train_step(self, trajectories: Sequence[Trajectory], env: Any) -> dict[str, float]:
         """Score, cluster and GRPO-update the ranker on this step's ranker calls."""
         calls, golds, r_main, gens = [], [], [], []
-        corpus = env.unwrapped.corpus
-        texts = (lambda doc_id: cosearch.relevance_text(corpus.get(doc_id).title, corpus.get(doc_id).text)) if corpus is not None else None
+        texts = cosearch.corpus_texts(env.unwrapped.corpus)
         questions = []
         first = self.ctx.rank * len(trajectories)  # the step's index of this rank's first trajectory (equal shares)
         for i, t in enumerate(trajectories, first):

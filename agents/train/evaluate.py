@@ -45,11 +45,11 @@ def ranker_eval_metrics(trajectories, corpus=None) -> dict[str, float]:
     gold answer (`eval/ranker_answerable_calls`), the Hit@1 of the order it showed (`eval/ranker_hit@1`) against
     the retriever's order (`eval/retriever_hit@1`). {} when no step called one, or when the calls' candidate
     texts are neither recorded nor in `corpus` (a warning says so)."""
-    from agents.learners.cosearch import relevance_text
+    from agents.learners.cosearch import corpus_texts
     from agents.learners.cosearch_calls import calls_from_trajectory, ranking_hits
     from searchgym.errors import BatchError
 
-    texts = (lambda doc_id: relevance_text(corpus.get(doc_id).title, corpus.get(doc_id).text)) if corpus is not None else None
+    texts = corpus_texts(corpus)
     calls, golds = [], []
     try:
         for i, t in enumerate(trajectories):
