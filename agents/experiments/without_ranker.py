@@ -53,6 +53,17 @@ def run_parts(run: Path, learner: str) -> tuple[Preset, int, dict, dict, Path]:
     return Preset(**stored), int(seed), results, entry, checkpoints[-1]
 
 
+def paired(pairs: dict[str, tuple[list[float], list[float]]]) -> dict[str, dict]:
+    """Each named (a, b) pair of per-question results as `paired_difference` of a - b (one seed), as JSON values."""
+    return {name: asdict(paired_difference([[x - y for x, y in zip(a, b, strict=True)]])) for name, (a, b) in pairs.items()}
+
+
+def print_paired(out: dict) -> None:
+    """The paired differences of a re-evaluation, one line each."""
+    for name, d in out["paired"].items():
+        print(f"  {name}: {d['mean']:+.3f} (SE over questions {d['se_questions']:.3f}; questions up {d['up'][0]}, down {d['down'][0]})")
+
+
 def evaluate_without_ranker(run: Path, learner: str = "cosearch", threads: int | None = None, dtype: str | None = None) -> dict:
     """Evaluate the learner's final policy behind the preset's retriever; returns (and writes) its evaluation
     and the paired differences against the run's own evaluation and against the start policy."""
@@ -78,10 +89,8 @@ def evaluate_without_ranker(run: Path, learner: str = "cosearch", threads: int |
             trainer.close()
     em = questions["eval_em"]
     out = {"learner": learner, "seed": seed, "checkpoint": str(checkpoint), "eval": metrics, **questions,
-           "paired": {name: asdict(paired_difference([[x - y for x, y in zip(a, b, strict=True)]])) for name, a, b in (
-               ("without ranker - with ranker", em, entry["eval_em"]),
-               ("without ranker - start", em, start["eval_em"]),
-               ("with ranker - start", entry["eval_em"], start["eval_em"]))}}
+           "paired": paired({"without ranker - with ranker": (em, entry["eval_em"]), "without ranker - start": (em, start["eval_em"]),
+                             "with ranker - start": (entry["eval_em"], start["eval_em"])})}
     (run / f"seed{seed}" / learner / "without_ranker.json").write_text(json.dumps(out, indent=1))
     return out
 
@@ -96,8 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     out = evaluate_without_ranker(Path(args.run), args.learner, args.threads, args.dtype)
     print(f"{args.learner} seed {out['seed']}: test EM {out['eval']['eval/em']:.3f} behind the retriever "
           f"({out['eval']['eval/questions']:.0f} questions)")
-    for name, d in out["paired"].items():
-        print(f"  {name}: {d['mean']:+.3f} (SE over questions {d['se_questions']:.3f}; questions up {d['up'][0]}, down {d['down'][0]})")
+    print_paired(out)
     return 0
 
 

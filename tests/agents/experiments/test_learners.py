@@ -534,12 +534,13 @@ def test_the_precision_reaches_every_run_and_is_recorded(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_learners_policy_is_evaluated_without_its_ranker_and_paired(tmp_path, monkeypatch):
-    from agents.experiments import without_ranker
+def test_a_learners_policy_is_evaluated_again_without_and_with_its_ranker_and_paired(tmp_path, monkeypatch):
+    from agents.experiments import with_ranker, without_ranker
     from searchgym.errors import ConfigError
 
     monkeypatch.setitem(presets.PRESETS, "tiny-shared", replace(presets.PRESETS["tiny"], world_seed=0, shared_start=True, eval_base=False))
-    assert learners.main(["--preset", "tiny-shared", "--learners", "grpo", "cosearch", "--seeds", "0", "--out", str(tmp_path)]) == 0
+    # --resume, as the documented runs: each learner's result.json is written too.
+    assert learners.main(["--preset", "tiny-shared", "--learners", "grpo", "cosearch", "--seeds", "0", "--resume", "--out", str(tmp_path)]) == 0
     saved = json.loads((tmp_path / "results.json").read_text())["results"]["0"]
     # GRPO has no ranker: its final policy, evaluated again behind the retriever, scores what its run did on
     # every question (the same weights, env and questions), so the loaded policy is the run's last.
@@ -547,8 +548,8 @@ def test_a_learners_policy_is_evaluated_without_its_ranker_and_paired(tmp_path, 
     assert grpo["eval_em"] == saved["grpo"]["eval_em"] and grpo["paired"]["without ranker - with ranker"]["mean"] == 0
     cosearch = without_ranker.evaluate_without_ranker(tmp_path, "cosearch")
     assert len(cosearch["eval_em"]) == len(saved["cosearch"]["eval_em"]) == 4
-    with_ranker = cosearch["paired"]["with ranker - start"]
-    assert with_ranker["mean"] == pytest.approx(sum(saved["cosearch"]["eval_em"]) / 4 - sum(saved["start"]["eval_em"]) / 4)
+    behind_ranker = cosearch["paired"]["with ranker - start"]
+    assert behind_ranker["mean"] == pytest.approx(sum(saved["cosearch"]["eval_em"]) / 4 - sum(saved["start"]["eval_em"]) / 4)
     written = json.loads((tmp_path / "seed0" / "cosearch" / "without_ranker.json").read_text())
     assert written["eval_em"] == cosearch["eval_em"] and set(written["paired"]) == {
         "without ranker - with ranker", "without ranker - start", "with ranker - start"}
@@ -556,3 +557,44 @@ def test_a_learners_policy_is_evaluated_without_its_ranker_and_paired(tmp_path, 
         without_ranker.evaluate_without_ranker(tmp_path, "e-grpo")
     with pytest.raises(ConfigError, match="not found"):
         without_ranker.main([str(tmp_path / "nowhere")])
+
+    # Behind its own ranker again: the run evaluated with the ranker greedy, so the final checkpoint's policy and
+    # ranker score what the run did on every question.
+    again = with_ranker.evaluate_with_ranker(tmp_path, "cosearch")
+    assert again["eval_em"] == saved["cosearch"]["eval_em"] and again["loaded"][:2] == ["policy", "ranker"]
+    assert again["paired"]["re-evaluated - run's evaluation"]["mean"] == 0
+    assert again["paired"]["without ranker - re-evaluated"]["mean"] == pytest.approx(
+        (sum(cosearch["eval_em"]) - sum(again["eval_em"])) / 4)
+    assert "eval/ranker_hit@1" in again["eval"] or again["eval"].get("eval/ranker_answerable_calls", 0) == 0
+    with pytest.raises(ConfigError, match="trains no second model"):
+        with_ranker.evaluate_with_ranker(tmp_path, "grpo")
+
+    # The weights evaluated are the checkpoint's own, the ranker's included: one changed in the checkpoint (its
+    # manifest rewritten) is the one the ranker holds when the evaluation runs, and it differs from the policy's.
+    from safetensors.torch import load_file, save_file
+
+    from agents.train.checkpoint import list_checkpoints
+    from agents.train.checkpoint_checks import write_manifest
+
+    final = list_checkpoints(tmp_path / "seed0" / "cosearch" / "checkpoints")[-1]
+    ranker = load_file(str(final / "ranker.safetensors"))
+    name = next(iter(ranker))
+    ranker[name] = ranker[name] + 1.0
+    save_file(ranker, str(final / "ranker.safetensors"))
+    write_manifest(final)
+    seen, evaluate = {}, runner._evaluate
+
+    def spying(trainer, what, samples=0):
+        seen.update(ranker=dict(trainer.models["ranker"].named_parameters())[name].detach().clone(),
+                    policy=dict(trainer.models["policy"].named_parameters())[name].detach().clone())
+        return evaluate(trainer, what, samples)
+
+    monkeypatch.setattr(runner, "_evaluate", spying)
+    changed = with_ranker.evaluate_with_ranker(tmp_path, "cosearch", update_results=True)
+    assert torch.equal(seen["ranker"], ranker[name]) and not torch.equal(seen["policy"], ranker[name])
+    assert torch.equal(seen["policy"], load_file(str(final / "policy.safetensors"))[name])
+    # --update-results: the run's entry (and its result.json) now holds this evaluation, the replaced one kept.
+    entry = json.loads((tmp_path / "results.json").read_text())["results"]["0"]["cosearch"]
+    assert entry["eval_em"] == changed["eval_em"] and entry["reevaluated"]["superseded"]["eval_em"] == saved["cosearch"]["eval_em"]
+    done = json.loads((tmp_path / "seed0" / "cosearch" / "result.json").read_text())["entry"]
+    assert done["eval"] == changed["eval"] and done["reevaluated"]["superseded"]["eval"] == saved["cosearch"]["eval"]

@@ -1,0 +1,148 @@
+"""A finished COSEARCH run evaluated again behind its own trained ranker, from its final checkpoint.
+
+A learner's run evaluates its final policy once, when it ends. Runs that finished before COSEARCH's ranker
+decoded greedily during evaluations (it sampled at its training temperature there) hold an evaluation of the
+policy behind a *sampled* ranker. This takes such a run (the `--out` folder of a finished one-seed
+`agents.experiments.learners` run), loads the policy and the second model (the ranker) of the learner's final
+checkpoint, evaluates them on the same test questions as the run did, now with the ranker greedy, and pairs
+each question against the run's own evaluation and against the start policy's; with `without_ranker.json`
+beside it (`agents.experiments.without_ranker`) it pairs the policy behind the retriever alone against this
+evaluation too. It writes `with_ranker.json` beside the learner's `result.json`; `--update-results` also
+puts this evaluation into the run's `results.json` and `result.json` in place of the old one (kept in the
+entry under `reevaluated.superseded`), so that merged reports pool it with seeds that ran under the fix.
+
+    python -m agents.experiments.with_ranker results/cpu-ranker-cosearch-s0 --threads 1 --dtype float32 --update-results
+
+A run evaluated with the greedy ranker (every run since) scores on each question what this re-evaluation does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+from agents.experiments.resume import write_json
+from agents.experiments.without_ranker import paired, print_paired, run_parts
+from agents.precision import PRECISIONS
+from searchgym.errors import ConfigError
+
+WEIGHTS_SOURCE = ("model", "weight_version")
+"""Last parts of fingerprint keys that say where a model's weights came from (its model folder, how often they
+were updated), not how the env runs: a re-evaluation loads the same weights from elsewhere. A `gym.make`
+argument that was an object (the ranker) is recorded by its repr, which names its address: left aside too
+(its settings are under `setting.ranker`)."""
+
+
+def is_object(value) -> bool:
+    """Whether a fingerprint value records a Python object by its repr (`agents.experiments.fingerprint.jsonable`)."""
+    return isinstance(value, dict) and set(value) == {"__object__"}
+
+
+def load_final_models(trainer, checkpoint: Path) -> list[str]:
+    """Copy the weights of a finished run's final checkpoint into `trainer`'s models: the policy and every
+    model of its second model (which must all be in it); other models of the trainer that the checkpoint
+    lacks (a KL reference it never saved) keep their load. Optimizer states are not read (a finished run's
+    are dropped). Returns the names loaded; a `CheckpointError` says what does not fit."""
+    from agents.train.checkpoint import CheckpointError, load_checkpoint
+
+    needed = ["policy", *(trainer.second_model.models if trainer.second_model is not None else ())]
+    missing = [name for name in needed if not (checkpoint / f"{name}.safetensors").is_file()]
+    if missing:
+        raise CheckpointError(f"{checkpoint} holds no {', '.join(f'{n}.safetensors' for n in missing)}: it is not a "
+                              f"whole-weights checkpoint of this learner")
+    names = [name for name in trainer.models if (checkpoint / f"{name}.safetensors").is_file()]
+    load_checkpoint(checkpoint, {name: trainer.models[name] for name in names}, {})
+    trainer.policy.mark_updated()
+    if trainer.second_model is not None:
+        trainer.second_model.mark_restored()
+    return names
+
+
+def evaluate_with_ranker(run: Path, learner: str = "cosearch", threads: int | None = None, dtype: str | None = None,
+                         update_results: bool = False) -> dict:
+    """Evaluate the learner's final policy behind its final ranker (greedy); returns (and writes) the evaluation
+    and its paired differences; with `update_results`, it replaces the run's evaluation of the learner."""
+    from agents.experiments.fingerprint import differences
+    from agents.experiments.runner import _evaluate, fingerprint_differences, train_config, trainer_eval_fingerprint
+    from agents.train.export import export_checkpoint
+    from agents.train.trainer import Trainer
+
+    preset, seed, results, entry, checkpoint = run_parts(run, learner)
+    result_json = run / f"seed{seed}" / learner / "result.json"
+    own = json.loads(result_json.read_text()).get("fingerprint") if result_json.is_file() else None
+    if dtype is not None:
+        preset = replace(preset, dtype=dtype)
+    with tempfile.TemporaryDirectory(prefix="with-ranker-") as tmp:
+        # The policy's config and tokenizer for the trainer to build on; every weight is then the checkpoint's.
+        policy = export_checkpoint(checkpoint, Path(tmp) / "policy")
+        trainer = Trainer(train_config(preset, 1, seed, Path(tmp), {}, threads, learner, str(policy), "eval"))
+        try:
+            if trainer.second_model is None:
+                raise ConfigError(f"{learner!r} trains no second model: its run's evaluation is already its policy's alone "
+                                  "(python -m agents.experiments.without_ranker evaluates it again)")
+            got = trainer_eval_fingerprint(trainer)
+            differ = fingerprint_differences(got, results["fingerprint"], set(trainer.learner_env_options()))
+            if own is not None:  # the ranker's settings too, leaving aside where its weights were loaded from
+                differ += [k for k, a, b in differences(own, got)
+                           if k not in differ and k.rsplit(".", 1)[-1] not in WEIGHTS_SOURCE and not (is_object(a) and is_object(b))]
+            if differ:
+                raise ConfigError(f"the re-evaluation would not be on the env the run evaluated on ({', '.join(differ)} differ)")
+            loaded = load_final_models(trainer, checkpoint)
+            metrics, questions = _evaluate(trainer, f"{learner} behind its ranker")
+        finally:
+            trainer.close()
+    start, em = results["start"], questions["eval_em"]
+    pairs = {"re-evaluated - run's evaluation": (em, entry["eval_em"]), "re-evaluated - start": (em, start["eval_em"])}
+    without = run / f"seed{seed}" / learner / "without_ranker.json"
+    if without.is_file():
+        pairs["without ranker - re-evaluated"] = (json.loads(without.read_text())["eval_em"], em)
+    out = {"learner": learner, "seed": seed, "checkpoint": str(checkpoint), "loaded": loaded, "eval": metrics, **questions,
+           "paired": paired(pairs)}
+    write_json(run / f"seed{seed}" / learner / "with_ranker.json", out)
+    if update_results:
+        replace_evaluation(run, seed, learner, metrics, questions, checkpoint)
+    return out
+
+
+def replace_evaluation(run: Path, seed: int, learner: str, metrics: dict, questions: dict, checkpoint: Path) -> None:
+    """Put a re-evaluation into the run's `results.json` (and the learner's `result.json`, which a `--resume`
+    rerun reads) in place of the learner's evaluation; the replaced one is kept under `reevaluated.superseded`
+    (the first one, when re-evaluated again)."""
+    def updated(entry: dict) -> dict:
+        old = entry.get("reevaluated", {}).get("superseded") or {k: entry[k] for k in ("eval", *questions) if k in entry}
+        return {**entry, "eval": metrics, **questions,
+                "reevaluated": {"by": "python -m agents.experiments.with_ranker", "checkpoint": str(checkpoint), "superseded": old}}
+
+    results_json = run / "results.json"
+    saved = json.loads(results_json.read_text())
+    saved["results"][str(seed)][learner] = updated(saved["results"][str(seed)][learner])
+    write_json(results_json, saved)
+    result_json = run / f"seed{seed}" / learner / "result.json"
+    if result_json.is_file():
+        done = json.loads(result_json.read_text())
+        write_json(result_json, {**done, "entry": updated(done["entry"])})
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m agents.experiments.with_ranker", description=__doc__.split("\n\n")[0])
+    p.add_argument("run", help="the --out folder of a finished one-seed agents.experiments.learners run")
+    p.add_argument("--learner", default="cosearch")
+    p.add_argument("--threads", type=int)
+    p.add_argument("--dtype", choices=PRECISIONS, help="the precision the run computed in (its preset's by default)")
+    p.add_argument("--update-results", action="store_true",
+                   help="replace the run's evaluation of the learner in its results.json by this one (the old one is kept in the entry)")
+    args = p.parse_args(argv)
+    out = evaluate_with_ranker(Path(args.run), args.learner, args.threads, args.dtype, args.update_results)
+    m = out["eval"]
+    hits = (f"; its ranker's Hit@1 {m['eval/ranker_hit@1']:.3f} against the retriever's {m['eval/retriever_hit@1']:.3f} "
+            f"over {m['eval/ranker_answerable_calls']:.0f} answerable calls") if "eval/ranker_hit@1" in m else ""
+    print(f"{args.learner} seed {out['seed']}: test EM {m['eval/em']:.3f} behind its ranker ({m['eval/questions']:.0f} questions){hits}")
+    print_paired(out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
