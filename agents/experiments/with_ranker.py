@@ -18,15 +18,13 @@ A run evaluated with the greedy ranker (every run since) scores on each question
 
 from __future__ import annotations
 
-import argparse
 import json
 import tempfile
 from dataclasses import replace
 from pathlib import Path
 
 from agents.experiments.resume import write_json
-from agents.experiments.without_ranker import paired, print_paired, run_parts
-from agents.precision import PRECISIONS
+from agents.experiments.without_ranker import paired, print_paired, run_arguments, run_parts
 from searchgym.errors import ConfigError
 
 WEIGHTS_SOURCE = ("model", "weight_version")
@@ -127,15 +125,14 @@ def replace_evaluation(run: Path, seed: int, learner: str, metrics: dict, questi
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m agents.experiments.with_ranker", description=__doc__.split("\n\n")[0])
-    p.add_argument("run", help="the --out folder of a finished one-seed agents.experiments.learners run")
-    p.add_argument("--learner", default="cosearch")
-    p.add_argument("--threads", type=int)
-    p.add_argument("--dtype", choices=PRECISIONS, help="the precision the run computed in (its preset's by default)")
+    p = run_arguments("agents.experiments.with_ranker", __doc__)
     p.add_argument("--update-results", action="store_true",
                    help="replace the run's evaluation of the learner in its results.json by this one (the old one is kept in the entry)")
     args = p.parse_args(argv)
-    out = evaluate_with_ranker(Path(args.run), args.learner, args.threads, args.dtype, args.update_results)
+    try:
+        out = evaluate_with_ranker(Path(args.run), args.learner, args.threads, args.dtype, args.update_results)
+    except ConfigError as e:
+        p.error(str(e))
     m = out["eval"]
     hits = (f"; its ranker's Hit@1 {m['eval/ranker_hit@1']:.3f} against the retriever's {m['eval/retriever_hit@1']:.3f} "
             f"over {m['eval/ranker_answerable_calls']:.0f} answerable calls") if "eval/ranker_hit@1" in m else ""

@@ -95,14 +95,24 @@ def evaluate_without_ranker(run: Path, learner: str = "cosearch", threads: int |
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m agents.experiments.without_ranker", description=__doc__.split("\n\n")[0])
+def run_arguments(module: str, doc: str) -> argparse.ArgumentParser:
+    """The command line of a re-evaluation of a finished run (`module`'s, described by its docstring's first
+    paragraph): the run folder, the learner, threads and precision."""
+    p = argparse.ArgumentParser(prog=f"python -m {module}", description=doc.split("\n\n")[0])
     p.add_argument("run", help="the --out folder of a finished one-seed agents.experiments.learners run")
     p.add_argument("--learner", default="cosearch")
     p.add_argument("--threads", type=int)
     p.add_argument("--dtype", choices=PRECISIONS, help="the precision the run computed in (its preset's by default)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = run_arguments("agents.experiments.without_ranker", __doc__)
     args = p.parse_args(argv)
-    out = evaluate_without_ranker(Path(args.run), args.learner, args.threads, args.dtype)
+    try:
+        out = evaluate_without_ranker(Path(args.run), args.learner, args.threads, args.dtype)
+    except ConfigError as e:
+        p.error(str(e))
     print(f"{args.learner} seed {out['seed']}: test EM {out['eval']['eval/em']:.3f} behind the retriever "
           f"({out['eval']['eval/questions']:.0f} questions)")
     print_paired(out)

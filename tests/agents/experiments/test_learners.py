@@ -534,7 +534,7 @@ def test_the_precision_reaches_every_run_and_is_recorded(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_learners_policy_is_evaluated_again_without_and_with_its_ranker_and_paired(tmp_path, monkeypatch):
+def test_a_learners_policy_is_evaluated_again_without_and_with_its_ranker_and_paired(tmp_path, monkeypatch, capsys):
     from agents.experiments import with_ranker, without_ranker
     from searchgym.errors import ConfigError
 
@@ -555,8 +555,10 @@ def test_a_learners_policy_is_evaluated_again_without_and_with_its_ranker_and_pa
         "without ranker - with ranker", "without ranker - start", "with ranker - start"}
     with pytest.raises(ConfigError, match="no evaluated 'e-grpo'"):
         without_ranker.evaluate_without_ranker(tmp_path, "e-grpo")
-    with pytest.raises(ConfigError, match="not found"):
-        without_ranker.main([str(tmp_path / "nowhere")])
+    for command in (without_ranker, with_ranker):  # a run folder that is not one: the reason, no traceback
+        with pytest.raises(SystemExit) as stopped:
+            command.main([str(tmp_path / "nowhere")])
+        assert stopped.value.code == 2 and f"{tmp_path / 'nowhere' / 'results.json'} not found" in capsys.readouterr().err
 
     # Behind its own ranker again: the run evaluated with the ranker greedy, so the final checkpoint's policy and
     # ranker score what the run did on every question.
