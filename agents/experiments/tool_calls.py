@@ -54,7 +54,7 @@ def tool_call_check(per_seed: dict[int, dict], learners: list[str], against: str
         search, em = searches_against(per_seed, name, against)
         verdict = search_verdict(search)
         holds = "yes" if verdict == "fewer" and em.verdict != "worse" else "no"
-        lines.append(f"| {name} | {', '.join(f'{x:+.2f}' for x in search.per_seed)} | {search.mean:+.3f} | {search.se_questions:.3f} | "
+        lines.append(f"| {name} | {', '.join(f'{x:+.3f}' for x in search.per_seed)} | {search.mean:+.3f} | {search.se_questions:.3f} | "
                      f"{'-' if math.isnan(search.se_seeds) else f'{search.se_seeds:.3f}'} | {verdict} | "
                      f"{', '.join(f'{d}/{u}' for u, d in zip(search.up, search.down))} | {em.mean:+.3f} | {em.verdict} | {holds} |")
     return "\n".join(lines)

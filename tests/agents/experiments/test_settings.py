@@ -193,14 +193,14 @@ def test_searches_pair_per_question_and_seed_by_hand():
     # Searches: -0.667 against twice 0.167: fewer, beyond noise; EM not worse.
     assert search_verdict(search) == "fewer"
     row = next(r for r in tool_call_check(per_seed, ["grpo", "e-grpo"]).splitlines() if r.startswith("| e-grpo |"))
-    assert [c.strip() for c in row.strip("|").split("|")] == ["e-grpo", "-0.67, -0.67", "-0.667", "0.167", "0.000", "fewer", "2/0, 2/0",
+    assert [c.strip() for c in row.strip("|").split("|")] == ["e-grpo", "-0.667, -0.667", "-0.667", "0.167", "0.000", "fewer", "2/0, 2/0",
                                                               "+0.167", "no", "yes"]
 
 
 def test_the_report_adds_the_searches_against_grpo_when_runs_kept_them():
     per_seed = {0: {"start": _policy([0, 0], [1, 1]), "grpo": _policy([1, 0], [2, 2]), "e-grpo": _policy([1, 0], [2, 3])}}
     text = learner_report.paired_sections(per_seed, ["grpo", "e-grpo"])
-    assert "Searches per episode against GRPO" in text and "| e-grpo | +0.50 |" in text
+    assert "Searches per episode against GRPO" in text and "| e-grpo | +0.500 |" in text
     del per_seed[0]["grpo"]["eval_searches"]  # a run made before per-question searches were kept
     assert tool_call_check(per_seed, ["grpo", "e-grpo"]) is None
     assert "Searches per episode" not in learner_report.paired_sections(per_seed, ["grpo", "e-grpo"])
