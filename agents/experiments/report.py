@@ -14,7 +14,7 @@ from agents.experiments.curves import plot_curves
 from agents.experiments.paired import HEADER, RULE, paired_difference
 from agents.experiments.presets import SFT, eval_questions_name
 from agents.experiments.ranker_steps import ranker_hits_table
-from agents.experiments.tool_calls import tool_call_check
+from agents.experiments.tool_calls import noncontributing_check, tool_call_check
 from agents.train.metrics import SIGNALS
 
 
@@ -148,6 +148,9 @@ def paired_sections(per_seed: dict[int, dict], learners: list[str], eval_samples
                          "weighting or loss settings changed", paired_check(per_seed, rl, against="grpo")))
         sections.append(("Searches per episode against GRPO (same seed, start and questions; E-GRPO's claim: fewer tool "
                          "calls at equal or better EM)", tool_call_check(per_seed, rl, against="grpo")))
+        sections.append(("Searches the judge labelled as not contributing, per episode, against GRPO (same seed, start and "
+                         "questions; CW-GRPO's mechanism: no credit for such rounds of a successful trajectory)",
+                         noncontributing_check(per_seed, rl, against="grpo")))
     if SFT in learners and rl:
         sections.append(("Paired against the supervised control (same seed, start and questions, as many update steps): "
                          "whether RL beats more imitation", paired_check(per_seed, rl, against=SFT)))

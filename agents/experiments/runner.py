@@ -86,7 +86,8 @@ def _local_model(trainer):
 def _evaluate(trainer, what: str, samples: int = 0) -> tuple[dict[str, float], dict[str, list[float]]]:
     """`trainer.evaluation()` (greedy, plus Avg@`samples` when >= 2) behind a progress bar of model passes
     against their upper bound; returns the metrics and the per-question results a policy's entry keeps for
-    the paired checks: `eval_em` (each question's greedy EM), `eval_searches` (its greedy episode's searches)
+    the paired checks: `eval_em` (each question's greedy EM), `eval_searches` (its greedy episode's searches),
+    `eval_contributing` (of those, the ones its judge labelled contributing; when judged)
     and with samples `eval_avg_em` (each question's mean EM over its samples)."""
     c = trainer.config
     rows = getattr(getattr(trainer.rollout_policy, "config", None), "max_batch_rows", None)
@@ -98,6 +99,7 @@ def _evaluate(trainer, what: str, samples: int = 0) -> tuple[dict[str, float], d
             counting_passes(_local_model(trainer), bar):
         result = trainer.evaluation(samples=samples)
     return result.metrics, {"eval_em": result.em, "eval_searches": result.searches,
+                            **({"eval_contributing": result.contributing} if result.contributing is not None else {}),
                             **({"eval_avg_em": result.avg_em} if result.avg_em is not None else {})}
 
 

@@ -22,7 +22,7 @@ class Evaluation:
     """One evaluation: its metrics and the greedy EM of each question (for paired comparisons)."""
 
     metrics: dict[str, float]
-    """`eval/em`, `eval/f1`, `eval/searches`, `eval/questions`, and with samples `eval/avg@k/em`, `eval/avg@k/f1`,
+    """`eval/em`, `eval/f1`, `eval/searches`, `eval/questions`, `eval/contributing_searches` (when judged), and with samples `eval/avg@k/em`, `eval/avg@k/f1`,
     `eval/avg@k/searches`; with a model ranker in the env, its greedy episodes' `ranker_eval_metrics`."""
     em: list[float]
     """Greedy EM per question, in question order."""
@@ -30,6 +30,9 @@ class Evaluation:
     """With samples: the mean EM of each question's k samples, in question order (their mean is Avg@k)."""
     searches: list[float] | None = None
     """Greedy searches per question, in question order (for paired comparisons of tool calls)."""
+    contributing: list[float] | None = None
+    """Of those, the search rounds the env's judge labelled as contributing (CW-GRPO's p_t = 1), per question;
+    None when an episode searched without judge labels (an env made with `judge=None`)."""
 
 
 def _rollouts(policy, make_env, engine_config: RolloutConfig, n: int, group: int, temperature: float, seed: int | None):
@@ -68,6 +71,23 @@ def ranker_eval_metrics(trajectories, corpus=None) -> dict[str, float]:
     return out
 
 
+def contributing_searches(summary: dict) -> int | None:
+    """The search rounds of an episode (its summary, `info["episode"]`) that its judge labelled as contributing
+    (contribution 1, not failed: CW-GRPO's p_t = 1); None when it searched and a search turn has no labels.
+
+    >>> judged = {"retrieval_utility": 1, "contribution": 1, "failed": False}
+    >>> contributing_searches({"searches": 2, "turn_labels": [judged, {**judged, "contribution": 0}, None]})
+    1
+    >>> contributing_searches({"searches": 1, "turn_labels": [None, None]}) is None
+    True
+    """
+    labels = summary.get("turn_labels") or []
+    judged = [lab for lab in labels if lab is not None and lab.get("contribution") is not None and not lab.get("pending")]
+    if summary.get("searches", 0) and not judged and not any(lab is not None and lab.get("failed") for lab in labels):
+        return None
+    return sum(lab["contribution"] == 1 and not lab.get("failed") for lab in judged)
+
+
 def eval_metrics(summaries: list[dict]) -> dict[str, float]:
     """EM, F1 and searches per episode over episode summaries (`info["episode"]`; {} for an episode without one),
     one per question: the evaluation's metrics whoever ran the episodes."""
@@ -100,8 +120,12 @@ def evaluation_of(greedy: list[dict], sampled: list[dict], samples: int = 0) -> 
     metrics = eval_metrics(greedy)
     if samples >= 2:
         metrics.update(sampled_metrics(sampled, samples))
+    contributing = [contributing_searches(s) for s in greedy]
+    if contributing and None not in contributing:
+        metrics["eval/contributing_searches"] = float(np.mean(contributing))
     return Evaluation(metrics, [float(s.get("em", 0.0)) for s in greedy], per_question_em(sampled, samples) if samples >= 2 else None,
-                      [float(s.get("searches", 0)) for s in greedy])
+                      [float(s.get("searches", 0)) for s in greedy],
+                      [float(c) for c in contributing] if contributing and None not in contributing else None)
 
 
 def sampled_metrics(summaries: list[dict], samples: int) -> dict[str, float]:

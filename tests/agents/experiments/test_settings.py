@@ -14,7 +14,7 @@ import pytest
 
 from agents.experiments import learners, presets, runner, signatures
 from agents.experiments import report as learner_report
-from agents.experiments.tool_calls import search_verdict, searches_against, tool_call_check
+from agents.experiments.tool_calls import NONCONTRIBUTING, noncontributing_check, search_verdict, searches_against, tool_call_check
 from agents.train import setup
 from agents.train.config import EnvConfig, TrainConfig
 from agents.train.sft import cold_start_env, oracle_example
@@ -82,6 +82,8 @@ def test_start_only_on_the_validation_split_makes_and_scores_the_start_policy_an
     assert saved["seeds"] == [0] and saved["preset"]["eval_split"] == "validation"  # the other seeds would share this start
     results = saved["results"]["0"]
     assert set(results) == {"fingerprint", "start", "minutes"} and len(results["start"]["eval_searches"]) == tiny.eval_questions
+    # The synthetic world's default judge labels every search round: each question's contributing searches are kept.
+    assert all(0 <= c <= n for c, n in zip(results["start"]["eval_contributing"], results["start"]["eval_searches"], strict=True))
     assert results["fingerprint"]["make"]["split"] == "validation" and results["fingerprint"]["make"]["validation_fraction"] == 0.2
     assert (tmp_path / "seed0" / "cold_start" / "model").is_dir()
     with pytest.raises(ConfigError, match="--start-only"):
@@ -176,8 +178,9 @@ def test_signatures_on_the_hotpotqa_preset_read_its_training_questions(tmp_path)
 
 # -- tool calls, paired ----------------------------------------------------------------------------------
 
-def _policy(em: list[float], searches: list[float]) -> dict:
-    return {"eval": {"eval/em": sum(em) / len(em)}, "eval_em": em, "eval_searches": searches}
+def _policy(em: list[float], searches: list[float], contributing: list[float] | None = None) -> dict:
+    return {"eval": {"eval/em": sum(em) / len(em)}, "eval_em": em, "eval_searches": searches,
+            **({"eval_contributing": contributing} if contributing is not None else {})}
 
 
 def test_searches_pair_per_question_and_seed_by_hand():
@@ -204,6 +207,24 @@ def test_the_report_adds_the_searches_against_grpo_when_runs_kept_them():
     del per_seed[0]["grpo"]["eval_searches"]  # a run made before per-question searches were kept
     assert tool_call_check(per_seed, ["grpo", "e-grpo"]) is None
     assert "Searches per episode" not in learner_report.paired_sections(per_seed, ["grpo", "e-grpo"])
+
+
+def test_non_contributing_searches_pair_per_question_against_grpo_by_hand():
+    # Non-contributing searches per question: GRPO 1, 1, 2 and 0, 1, 1; CW-GRPO 0, 1, 0 and 0, 0, 1.
+    per_seed = {0: {"grpo": _policy([1, 0, 1], [2, 2, 3], [1, 1, 1]), "cw-grpo": _policy([1, 0, 1], [1, 2, 1], [1, 1, 1])},
+                1: {"grpo": _policy([1, 0, 0], [2, 3, 3], [2, 2, 2]), "cw-grpo": _policy([1, 1, 0], [2, 2, 3], [2, 2, 2])}}
+    fewer, em = searches_against(per_seed, "cw-grpo", "grpo", NONCONTRIBUTING)
+    # Differences: seed 0 -1, 0, -2 (mean -1); seed 1 0, -1, 0 (mean -1/3); per question over seeds -0.5, -0.5, -1.
+    assert fewer.per_seed == pytest.approx([-1.0, -1 / 3]) and fewer.mean == pytest.approx(-2 / 3)
+    assert (fewer.up, fewer.down) == ([0, 0], [2, 1]) and em.per_seed == pytest.approx([0.0, 1 / 3])
+    row = next(r for r in noncontributing_check(per_seed, ["grpo", "cw-grpo"]).splitlines() if r.startswith("| cw-grpo |"))
+    assert row.split("|")[2].strip() == "-1.000, -0.333" and row.split("|")[7].strip() == "2/0, 1/0"
+    text = learner_report.paired_sections({s: {"start": _policy([0, 0, 0], [1, 1, 1], [1, 1, 1]), **p} for s, p in per_seed.items()},
+                                          ["grpo", "cw-grpo"])
+    assert "Searches the judge labelled as not contributing" in text and "| cw-grpo | -1.000, -0.333 |" in text
+    del per_seed[1]["grpo"]["eval_contributing"]  # a run made before the counts were kept, or an env without a judge
+    assert noncontributing_check(per_seed, ["grpo", "cw-grpo"]) is None
+    assert "not contributing" not in learner_report.paired_sections(per_seed, ["grpo", "cw-grpo"])
 
 
 def test_the_rankers_hit_at_1_against_the_retrievers_step_by_step():

@@ -217,6 +217,24 @@ def test_evaluation_reports_each_questions_greedy_em_and_avg_at_k(tmp_path):
         trainer.evaluation(samples=1)
 
 
+def test_evaluation_counts_each_questions_contributing_searches_when_judged():
+    from agents.train.evaluate import evaluation_of
+
+    def label(contribution, failed=False):
+        return {"retrieval_utility": contribution, "reasoning_correctness": 1, "contribution": contribution, "pending": False, "failed": failed}
+
+    answer = {**label(None), "retrieval_utility": None}
+    episodes = [{"em": 1.0, "searches": 2, "turn_labels": [label(1), label(0), answer]},
+                {"em": 0.0, "searches": 3, "turn_labels": [label(1), label(1, failed=True), label(1), answer]},
+                {"em": 0.0, "searches": 0, "turn_labels": [answer]}]
+    result = evaluation_of(episodes, [])
+    # A failed label counts as not contributing (CW-GRPO's p_t = 0); an answer turn is no search.
+    assert result.contributing == [1.0, 2.0, 0.0] and result.metrics["eval/contributing_searches"] == 1.0
+    # An episode that searched without labels (an env made with judge=None): nothing is counted for any question.
+    unjudged = evaluation_of([*episodes, {"em": 0.0, "searches": 1, "turn_labels": [None, None]}], [])
+    assert unjudged.contributing is None and "eval/contributing_searches" not in unjudged.metrics
+
+
 def test_the_runs_rollout_settings_reach_the_engine(tmp_path):
     from dataclasses import replace
 
