@@ -25,10 +25,13 @@ from agents.experiments.presets import Preset, preset_fields
 from agents.precision import PRECISIONS
 from searchgym.errors import ConfigError
 
+NOT_LEARNERS = ("fingerprint", "start", "base", "minutes")
+"""Keys of a seed's results that are not a trained learner's entry."""
 
-def run_parts(run: Path, learner: str) -> tuple[Preset, int, dict, dict, Path]:
-    """(preset, seed, the seed's results, the learner's entry, the learner's final checkpoint) of a finished
-    one-seed run folder; a ConfigError says what is missing."""
+
+def run_parts(run: Path, learner: str | None) -> tuple[Preset, int, dict, str, dict, Path]:
+    """(preset, seed, the seed's results, the learner, its entry, its final checkpoint) of a finished one-seed
+    run folder; `learner` None means the run's only learner. A ConfigError says what is missing."""
     results_json = run / "results.json"
     if not results_json.is_file():
         raise ConfigError(f"{results_json} not found: give the --out folder of a finished agents.experiments.learners run")
@@ -36,6 +39,11 @@ def run_parts(run: Path, learner: str) -> tuple[Preset, int, dict, dict, Path]:
     if len(saved.get("results", {})) != 1:
         raise ConfigError(f"{results_json} holds seeds {sorted(saved.get('results', {}))}: give a run of one seed")
     (seed, results), = saved["results"].items()
+    if learner is None:
+        trained = [k for k in results if k not in NOT_LEARNERS]
+        if len(trained) != 1:
+            raise ConfigError(f"{results_json}: seed {seed} holds the learners {trained}: name one with --learner")
+        learner = trained[0]
     entry = results.get(learner)
     if entry is None or "eval_em" not in entry:
         raise ConfigError(f"{results_json}: seed {seed} has no evaluated {learner!r} (it has {sorted(results)})")
@@ -50,7 +58,7 @@ def run_parts(run: Path, learner: str) -> tuple[Preset, int, dict, dict, Path]:
     known = {f.name for f in fields(Preset)}
     stored = {k: v for k, v in preset_fields(saved["preset"]).items() if k in known}
     stored.update(hops=tuple(stored["hops"]), seeds=tuple(stored["seeds"]))
-    return Preset(**stored), int(seed), results, entry, checkpoints[-1]
+    return Preset(**stored), int(seed), results, learner, entry, checkpoints[-1]
 
 
 def paired(pairs: dict[str, tuple[list[float], list[float]]]) -> dict[str, dict]:
@@ -71,7 +79,7 @@ def evaluate_without_ranker(run: Path, learner: str = "cosearch", threads: int |
     from agents.train.export import export_checkpoint
     from agents.train.trainer import Trainer
 
-    preset, seed, results, entry, checkpoint = run_parts(run, learner)
+    preset, seed, results, learner, entry, checkpoint = run_parts(run, learner)
     start = results["start"]
     if dtype is not None:
         preset = replace(preset, dtype=dtype)
@@ -95,19 +103,20 @@ def evaluate_without_ranker(run: Path, learner: str = "cosearch", threads: int |
     return out
 
 
-def run_arguments(module: str, doc: str) -> argparse.ArgumentParser:
+def run_arguments(module: str, doc: str, learner: str | None) -> argparse.ArgumentParser:
     """The command line of a re-evaluation of a finished run (`module`'s, described by its docstring's first
-    paragraph): the run folder, the learner, threads and precision."""
+    paragraph): the run folder, the learner (by default `learner`; None: the run's only one), threads and
+    precision."""
     p = argparse.ArgumentParser(prog=f"python -m {module}", description=doc.split("\n\n")[0])
     p.add_argument("run", help="the --out folder of a finished one-seed agents.experiments.learners run")
-    p.add_argument("--learner", default="cosearch")
+    p.add_argument("--learner", default=learner, help=f"the learner to evaluate (default: {learner or 'the run has only one'})")
     p.add_argument("--threads", type=int)
     p.add_argument("--dtype", choices=PRECISIONS, help="the precision the run computed in (its preset's by default)")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = run_arguments("agents.experiments.without_ranker", __doc__)
+    p = run_arguments("agents.experiments.without_ranker", __doc__, "cosearch")
     args = p.parse_args(argv)
     try:
         out = evaluate_without_ranker(Path(args.run), args.learner, args.threads, args.dtype)

@@ -534,8 +534,8 @@ def test_the_precision_reaches_every_run_and_is_recorded(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_learners_policy_is_evaluated_again_without_and_with_its_ranker_and_paired(tmp_path, monkeypatch, capsys):
-    from agents.experiments import with_ranker, without_ranker
+def test_a_learners_final_checkpoint_is_evaluated_again_with_and_without_its_ranker_and_paired(tmp_path, monkeypatch, capsys):
+    from agents.experiments import reevaluate, without_ranker
     from searchgym.errors import ConfigError
 
     monkeypatch.setitem(presets.PRESETS, "tiny-shared", replace(presets.PRESETS["tiny"], world_seed=0, shared_start=True, eval_base=False))
@@ -555,21 +555,34 @@ def test_a_learners_policy_is_evaluated_again_without_and_with_its_ranker_and_pa
         "without ranker - with ranker", "without ranker - start", "with ranker - start"}
     with pytest.raises(ConfigError, match="no evaluated 'e-grpo'"):
         without_ranker.evaluate_without_ranker(tmp_path, "e-grpo")
-    for command in (without_ranker, with_ranker):  # a run folder that is not one: the reason, no traceback
+    for command in (without_ranker, reevaluate):  # a run folder that is not one: the reason, no traceback
         with pytest.raises(SystemExit) as stopped:
             command.main([str(tmp_path / "nowhere")])
         assert stopped.value.code == 2 and f"{tmp_path / 'nowhere' / 'results.json'} not found" in capsys.readouterr().err
 
     # Behind its own ranker again: the run evaluated with the ranker greedy, so the final checkpoint's policy and
     # ranker score what the run did on every question.
-    again = with_ranker.evaluate_with_ranker(tmp_path, "cosearch")
+    again = reevaluate.reevaluate(tmp_path, "cosearch")
     assert again["eval_em"] == saved["cosearch"]["eval_em"] and again["loaded"][:2] == ["policy", "ranker"]
     assert again["paired"]["re-evaluated - run's evaluation"]["mean"] == 0
     assert again["paired"]["without ranker - re-evaluated"]["mean"] == pytest.approx(
         (sum(cosearch["eval_em"]) - sum(again["eval_em"])) / 4)
     assert "eval/ranker_hit@1" in again["eval"] or again["eval"].get("eval/ranker_answerable_calls", 0) == 0
-    with pytest.raises(ConfigError, match="trains no second model"):
-        with_ranker.evaluate_with_ranker(tmp_path, "grpo")
+    with pytest.raises(SystemExit):  # two learners in this run: which one is asked
+        reevaluate.main([str(tmp_path)])
+    assert "name one with --learner" in capsys.readouterr().err
+
+    # A run made before its evaluation kept the judge's contributing searches: evaluated again, GRPO scores what
+    # it did on every question, and --update-results adds what is new to its entry, the old evaluation kept.
+    results_json = tmp_path / "results.json"
+    old = json.loads(results_json.read_text())
+    del old["results"]["0"]["grpo"]["eval_contributing"]
+    results_json.write_text(json.dumps(old))
+    grpo_again = reevaluate.reevaluate(tmp_path, "grpo", update_results=True)
+    assert grpo_again["loaded"] == ["policy"] and grpo_again["eval_em"] == saved["grpo"]["eval_em"]
+    entry = json.loads(results_json.read_text())["results"]["0"]["grpo"]
+    assert entry["eval_contributing"] == saved["grpo"]["eval_contributing"] and entry["eval_em"] == saved["grpo"]["eval_em"]
+    assert "eval_contributing" not in entry["reevaluated"]["superseded"] and entry["reevaluated"]["superseded"]["eval_em"] == saved["grpo"]["eval_em"]
 
     # The weights evaluated are the checkpoint's own, the ranker's included: one changed in the checkpoint (its
     # manifest rewritten) is the one the ranker holds when the evaluation runs, and it differs from the policy's.
@@ -592,7 +605,7 @@ def test_a_learners_policy_is_evaluated_again_without_and_with_its_ranker_and_pa
         return evaluate(trainer, what, samples)
 
     monkeypatch.setattr(runner, "_evaluate", spying)
-    changed = with_ranker.evaluate_with_ranker(tmp_path, "cosearch", update_results=True)
+    changed = reevaluate.reevaluate(tmp_path, "cosearch", update_results=True)
     assert torch.equal(seen["ranker"], ranker[name]) and not torch.equal(seen["policy"], ranker[name])
     assert torch.equal(seen["policy"], load_file(str(final / "policy.safetensors"))[name])
     # --update-results: the run's entry (and its result.json) now holds this evaluation, the replaced one kept.

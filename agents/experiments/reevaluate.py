@@ -1,19 +1,23 @@
-"""A finished COSEARCH run evaluated again behind its own trained ranker, from its final checkpoint.
+"""A finished run's learner evaluated again from its final checkpoint, as its run evaluated it.
 
-A learner's run evaluates its final policy once, when it ends. Runs that finished before COSEARCH's ranker
-decoded greedily during evaluations (it sampled at its training temperature there) hold an evaluation of the
-policy behind a *sampled* ranker. This takes such a run (the `--out` folder of a finished one-seed
-`agents.experiments.learners` run), loads the policy and the second model (the ranker) of the learner's final
-checkpoint, evaluates them on the same test questions as the run did, now with the ranker greedy, and pairs
-each question against the run's own evaluation and against the start policy's; with `without_ranker.json`
-beside it (`agents.experiments.without_ranker`) it pairs the policy behind the retriever alone against this
-evaluation too. It writes `with_ranker.json` beside the learner's `result.json`; `--update-results` also
-puts this evaluation into the run's `results.json` and `result.json` in place of the old one (kept in the
-entry under `reevaluated.superseded`), so that merged reports pool it with seeds that ran under the fix.
+A learner's run evaluates its final policy once, when it ends. This takes a finished one-seed run of
+`agents.experiments.learners` (its `--out` folder), loads the learner's final checkpoint (the policy, and
+the second model of a learner that trains one: COSEARCH's ranker), evaluates it on the same test questions
+as the run did, and pairs each question against the run's own evaluation and against the start policy's;
+for a learner with a ranker and `without_ranker.json` beside it (`agents.experiments.without_ranker`), it
+pairs the policy behind the retriever alone against this evaluation too. It writes `reevaluated.json`
+beside the learner's `result.json`; `--update-results` also puts this evaluation into the run's
+`results.json` and `result.json` in place of the old one (kept in the entry under `reevaluated.superseded`),
+so that merged reports pool it with runs made since. Two uses:
 
-    python -m agents.experiments.with_ranker results/cpu-ranker-cosearch-s0 --threads 1 --dtype float32 --update-results
+- COSEARCH runs evaluated before its ranker decoded greedily during evaluations (it sampled at its training
+  temperature there, up to and including `cpu-ranker` seed 0): their evaluation is the policy behind a
+  *sampled* ranker; this one is behind the greedy ranker.
+- runs made before an evaluation kept a per-question result the report now pairs (the judge's contributing
+  searches, `eval_contributing`): a greedy evaluation at the run's precision and thread count is
+  deterministic, so the re-evaluation scores what the run did on every question and adds what is new.
 
-A run evaluated with the greedy ranker (every run since) scores on each question what this re-evaluation does.
+    python -m agents.experiments.reevaluate results/cpu-ranker-cosearch-s0 --threads 1 --dtype float32 --update-results
 """
 
 from __future__ import annotations
@@ -59,28 +63,25 @@ def load_final_models(trainer, checkpoint: Path) -> list[str]:
     return names
 
 
-def evaluate_with_ranker(run: Path, learner: str = "cosearch", threads: int | None = None, dtype: str | None = None,
-                         update_results: bool = False) -> dict:
-    """Evaluate the learner's final policy behind its final ranker (greedy); returns (and writes) the evaluation
-    and its paired differences; with `update_results`, it replaces the run's evaluation of the learner."""
+def reevaluate(run: Path, learner: str | None = None, threads: int | None = None, dtype: str | None = None, update_results: bool = False) -> dict:
+    """Evaluate the learner's final checkpoint again (its policy, behind its second model's greedy ranker where
+    it trains one); returns (and writes) the evaluation and its paired differences; with `update_results`, it
+    replaces the run's evaluation of the learner."""
     from agents.experiments.fingerprint import differences
     from agents.experiments.runner import _evaluate, fingerprint_differences, train_config, trainer_eval_fingerprint
     from agents.train.export import export_checkpoint
     from agents.train.trainer import Trainer
 
-    preset, seed, results, entry, checkpoint = run_parts(run, learner)
+    preset, seed, results, learner, entry, checkpoint = run_parts(run, learner)
     result_json = run / f"seed{seed}" / learner / "result.json"
     own = json.loads(result_json.read_text()).get("fingerprint") if result_json.is_file() else None
     if dtype is not None:
         preset = replace(preset, dtype=dtype)
-    with tempfile.TemporaryDirectory(prefix="with-ranker-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="reevaluate-") as tmp:
         # The policy's config and tokenizer for the trainer to build on; every weight is then the checkpoint's.
         policy = export_checkpoint(checkpoint, Path(tmp) / "policy")
         trainer = Trainer(train_config(preset, 1, seed, Path(tmp), {}, threads, learner, str(policy), "eval"))
         try:
-            if trainer.second_model is None:
-                raise ConfigError(f"{learner!r} trains no second model: its run's evaluation is already its policy's alone "
-                                  "(python -m agents.experiments.without_ranker evaluates it again)")
             got = trainer_eval_fingerprint(trainer)
             differ = fingerprint_differences(got, results["fingerprint"], set(trainer.learner_env_options()))
             if own is not None:  # the ranker's settings too, leaving aside where its weights were loaded from
@@ -89,17 +90,17 @@ def evaluate_with_ranker(run: Path, learner: str = "cosearch", threads: int | No
             if differ:
                 raise ConfigError(f"the re-evaluation would not be on the env the run evaluated on ({', '.join(differ)} differ)")
             loaded = load_final_models(trainer, checkpoint)
-            metrics, questions = _evaluate(trainer, f"{learner} behind its ranker")
+            metrics, questions = _evaluate(trainer, f"{learner} evaluated again")
         finally:
             trainer.close()
     start, em = results["start"], questions["eval_em"]
     pairs = {"re-evaluated - run's evaluation": (em, entry["eval_em"]), "re-evaluated - start": (em, start["eval_em"])}
     without = run / f"seed{seed}" / learner / "without_ranker.json"
-    if without.is_file():
+    if len(loaded) > 1 and without.is_file():
         pairs["without ranker - re-evaluated"] = (json.loads(without.read_text())["eval_em"], em)
     out = {"learner": learner, "seed": seed, "checkpoint": str(checkpoint), "loaded": loaded, "eval": metrics, **questions,
            "paired": paired(pairs)}
-    write_json(run / f"seed{seed}" / learner / "with_ranker.json", out)
+    write_json(run / f"seed{seed}" / learner / "reevaluated.json", out)
     if update_results:
         replace_evaluation(run, seed, learner, metrics, questions, checkpoint)
     return out
@@ -112,7 +113,7 @@ def replace_evaluation(run: Path, seed: int, learner: str, metrics: dict, questi
     def updated(entry: dict) -> dict:
         old = entry.get("reevaluated", {}).get("superseded") or {k: entry[k] for k in ("eval", *questions) if k in entry}
         return {**entry, "eval": metrics, **questions,
-                "reevaluated": {"by": "python -m agents.experiments.with_ranker", "checkpoint": str(checkpoint), "superseded": old}}
+                "reevaluated": {"by": "python -m agents.experiments.reevaluate", "checkpoint": str(checkpoint), "superseded": old}}
 
     results_json = run / "results.json"
     saved = json.loads(results_json.read_text())
@@ -125,18 +126,18 @@ def replace_evaluation(run: Path, seed: int, learner: str, metrics: dict, questi
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = run_arguments("agents.experiments.with_ranker", __doc__)
+    p = run_arguments("agents.experiments.reevaluate", __doc__, None)
     p.add_argument("--update-results", action="store_true",
                    help="replace the run's evaluation of the learner in its results.json by this one (the old one is kept in the entry)")
     args = p.parse_args(argv)
     try:
-        out = evaluate_with_ranker(Path(args.run), args.learner, args.threads, args.dtype, args.update_results)
+        out = reevaluate(Path(args.run), args.learner, args.threads, args.dtype, args.update_results)
     except ConfigError as e:
         p.error(str(e))
     m = out["eval"]
     hits = (f"; its ranker's Hit@1 {m['eval/ranker_hit@1']:.3f} against the retriever's {m['eval/retriever_hit@1']:.3f} "
             f"over {m['eval/ranker_answerable_calls']:.0f} answerable calls") if "eval/ranker_hit@1" in m else ""
-    print(f"{args.learner} seed {out['seed']}: test EM {m['eval/em']:.3f} behind its ranker ({m['eval/questions']:.0f} questions){hits}")
+    print(f"{out['learner']} seed {out['seed']}: test EM {m['eval/em']:.3f} evaluated again ({m['eval/questions']:.0f} questions){hits}")
     print_paired(out)
     return 0
 
