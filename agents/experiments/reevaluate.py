@@ -84,7 +84,7 @@ def reevaluate(run: Path, learner: str | None = None, threads: int | None = None
         try:
             got = trainer_eval_fingerprint(trainer)
             differ = fingerprint_differences(got, results["fingerprint"], set(trainer.learner_env_options()))
-            if own is not None:  # the ranker's settings too, leaving aside where its weights were loaded from
+            if own is not None:  # the learner's own env options too (a ranker's settings), not where weights came from
                 differ += [k for k, a, b in differences(own, got)
                            if k not in differ and k.rsplit(".", 1)[-1] not in WEIGHTS_SOURCE and not (is_object(a) and is_object(b))]
             if differ:
