@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 HIT, RETRIEVER_HIT = "ranker/hit@1", "ranker/retriever_hit@1"
-EVAL_HIT, EVAL_RETRIEVER_HIT = "eval/ranker_hit@1", "eval/retriever_hit@1"
+EVAL_HIT, EVAL_RETRIEVER_HIT, EVAL_KEPT = "eval/ranker_hit@1", "eval/retriever_hit@1", "eval/ranker_kept_order_rate"
 
 
 def _cell(step: dict) -> str:
@@ -26,8 +26,9 @@ def _cell(step: dict) -> str:
 
 def ranker_hits_table(per_seed: dict[int, dict], learner: str = "cosearch", last: int = 3) -> str | None:
     """Per seed, "ranker / retriever" Hit@1 at each RL step, the mean of ranker minus retriever over the last
-    `last` steps that report both, and, when an evaluation scored the ranker, the same on the test questions;
-    None when no seed trained `learner`."""
+    `last` steps that report both, and, when an evaluation scored the ranker, the same on the test questions
+    (with the share of its valid calls that kept the retriever's order, where recorded); None when no seed
+    trained `learner`."""
     seeds = [s for s in sorted(per_seed) if per_seed[s].get(learner, {}).get("history")]
     if not seeds:
         return None
@@ -35,7 +36,7 @@ def ranker_hits_table(per_seed: dict[int, dict], learner: str = "cosearch", last
     test = any(EVAL_HIT in per_seed[s][learner].get("eval", {}) for s in seeds)
     head = [f"step {i + 1}" for i in range(steps)] + [f"last {last} step(s): ranker - retriever"]
     if test:
-        head.append("test questions (greedy): ranker / retriever (answerable calls)")
+        head.append("test questions (greedy): ranker / retriever (answerable calls, kept order)")
     lines = ["| seed | " + " | ".join(head) + " |", "|---" * (len(head) + 1) + "|"]
     for s in seeds:
         entry = per_seed[s][learner]
@@ -45,6 +46,7 @@ def ranker_hits_table(per_seed: dict[int, dict], learner: str = "cosearch", last
         cells = [_cell(h) for h in history] + ["-"] * (steps - len(history)) + [gap]
         if test:
             e = entry.get("eval", {})
-            cells.append(f"{e[EVAL_HIT]:.2f} / {e[EVAL_RETRIEVER_HIT]:.2f} ({e['eval/ranker_answerable_calls']:.0f})" if EVAL_HIT in e else "-")
+            kept = f", {e[EVAL_KEPT]:.2f}" if EVAL_KEPT in e else ""
+            cells.append(f"{e[EVAL_HIT]:.2f} / {e[EVAL_RETRIEVER_HIT]:.2f} ({e['eval/ranker_answerable_calls']:.0f}{kept})" if EVAL_HIT in e else "-")
         lines.append(f"| {s} | " + " | ".join(cells) + " |")
     return "\n".join(lines)

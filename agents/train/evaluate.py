@@ -46,10 +46,12 @@ def _rollouts(policy, make_env, engine_config: RolloutConfig, n: int, group: int
 def ranker_eval_metrics(trajectories, corpus=None) -> dict[str, float]:
     """What a model ranker in the env (COSEARCH's) did in these episodes: over its calls whose candidates hold a
     gold answer (`eval/ranker_answerable_calls`), the Hit@1 of the order it showed (`eval/ranker_hit@1`) against
-    the retriever's order (`eval/retriever_hit@1`). {} when no step called one, or when the calls' candidate
-    texts are neither recorded nor in `corpus` (a warning says so)."""
+    the retriever's order (`eval/retriever_hit@1`); over all its calls, the share whose output parsed
+    (`eval/ranker_valid_rate`) and, of those, the share that kept the retriever's order
+    (`eval/ranker_kept_order_rate`). {} when no step called one, or when the calls' candidate texts are neither
+    recorded nor in `corpus` (a warning says so)."""
     from agents.learners.cosearch import corpus_texts
-    from agents.learners.cosearch_calls import calls_from_trajectory, ranking_hits
+    from agents.learners.cosearch_calls import calls_from_trajectory, kept_order_rate, ranking_hits
     from searchgym.errors import BatchError
 
     texts = corpus_texts(corpus)
@@ -65,7 +67,9 @@ def ranker_eval_metrics(trajectories, corpus=None) -> dict[str, float]:
     if not calls:
         return {}
     hits = ranking_hits(calls, golds, ks=(1,))
-    out = {"eval/ranker_answerable_calls": hits["ranker/answerable_calls"]}
+    out = {"eval/ranker_answerable_calls": hits["ranker/answerable_calls"], "eval/ranker_valid_rate": sum(c.valid for c in calls) / len(calls)}
+    if (kept := kept_order_rate(calls)) is not None:
+        out["eval/ranker_kept_order_rate"] = kept
     if "ranker/hit@1" in hits:
         out.update({"eval/ranker_hit@1": hits["ranker/hit@1"], "eval/retriever_hit@1": hits["ranker/retriever_hit@1"]})
     return out

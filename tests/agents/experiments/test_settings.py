@@ -241,9 +241,11 @@ def test_the_rankers_hit_at_1_against_the_retrievers_step_by_step():
     # With the evaluation's scores of the ranker (a run since they exist), a last column; a seed without: a dash.
     scored = {"history": steps, "eval": {"eval/ranker_hit@1": 0.5, "eval/retriever_hit@1": 0.75, "eval/ranker_answerable_calls": 120.0}}
     rows = ranker_hits_table({0: {"cosearch": scored}, 1: {"cosearch": {"history": steps[:1]}}}, last=2).splitlines()
-    assert rows[0].endswith("| test questions (greedy): ranker / retriever (answerable calls) |") and rows[1].count("|---") == 7
+    assert rows[0].endswith("| test questions (greedy): ranker / retriever (answerable calls, kept order) |") and rows[1].count("|---") == 7
     assert rows[2] == "| 0 | 0.60 / 0.60 | - | 0.90 / 0.70 | 1.00 / 0.60 | +0.300 | 0.50 / 0.75 (120) |"
     assert rows[3] == "| 1 | 0.60 / 0.60 | - | - | - | +0.000 | - |"
+    scored["eval"]["eval/ranker_kept_order_rate"] = 0.25  # evaluations since record it
+    assert ranker_hits_table({0: {"cosearch": scored}}, last=2).splitlines()[2].endswith("| 0.50 / 0.75 (120, 0.25) |")
 
 
 def test_retrieval_room_by_hand():

@@ -226,8 +226,12 @@ def test_the_evaluation_scores_the_ranker_against_the_retriever(tmp_path, caplog
         got = ranker_eval_metrics(trajectories, base.corpus)
         ranker_hit, retriever_hit, answerable = expected(trajectories, first)
         assert answerable > 0
+        # Every scripted reply parses; the first keeps the retriever's order in every call, the second in none.
         assert got == pytest.approx({"eval/ranker_answerable_calls": answerable, "eval/ranker_hit@1": ranker_hit,
-                                     "eval/retriever_hit@1": retriever_hit})
+                                     "eval/retriever_hit@1": retriever_hit, "eval/ranker_valid_rate": 1.0,
+                                     "eval/ranker_kept_order_rate": 1.0 - first})
+    unparsed = ranker_eval_metrics(episodes("no ranking here"), base.corpus)
+    assert unparsed["eval/ranker_valid_rate"] == 0.0 and "eval/ranker_kept_order_rate" not in unparsed
     # The oracle's searches find their fact first, so swapping shows the wrong document first in some calls.
     assert ranker_eval_metrics(swapped, base.corpus)["eval/ranker_hit@1"] < ranker_eval_metrics(kept, base.corpus)["eval/ranker_hit@1"]
     # No ranker calls: nothing to score. Calls whose texts are neither recorded nor in a corpus: a warning.
