@@ -15,7 +15,6 @@ import json
 import math
 import shutil
 import time
-from contextlib import nullcontext
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -63,7 +62,7 @@ def hotpotqa_eval(trainer, path: str, questions: int) -> dict[str, float]:
     def make():
         return SearchQAEnv(first.records, first.corpus, retriever=first.retriever, max_turns=c.env.max_turns, top_k=c.env.top_k, cache_dir=False, **options)
 
-    with trainer.second_model.evaluating() if trainer.second_model is not None else nullcontext():  # a greedy ranker
+    with trainer.evaluating():  # a greedy ranker
         result = evaluate(trainer.rollout_policy, make, questions=questions, max_turn_tokens=c.rollout.max_turn_tokens,
                           max_response_tokens=c.rollout.max_response_tokens, seed=c.seed, progress=True)
     m = result["metrics"]

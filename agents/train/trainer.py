@@ -31,7 +31,7 @@ from __future__ import annotations
 import copy
 import logging
 import time
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -379,11 +379,16 @@ class Trainer:
         synthetic world's test or validation split; a question file's held-out or training questions)."""
         return self.evaluation(count).metrics
 
+    def evaluating(self) -> AbstractContextManager:
+        """The context any evaluation of the policy runs in: its second model's (`SecondModel.evaluating`:
+        COSEARCH's ranker decodes greedily), or none."""
+        return self.second_model.evaluating() if self.second_model is not None else nullcontext()
+
     def evaluation(self, count: int | None = None, samples: int = 0) -> Evaluation:
         """`evaluate`, plus each question's greedy EM and, with `samples` = k >= 2, Avg@k (seeded by the run's seed)."""
         split = setup.eval_split(self.config)
         self._keep(*self.SAMPLING)
-        with self.second_model.evaluating() if self.second_model is not None else nullcontext():
+        with self.evaluating():
             return evaluate_policy(self.rollout_policy, lambda: self._make_env(split), self.engine.config, count or self.config.eval_questions,
                                    samples=samples, temperature=self.config.rollout.temperature, seed=self.config.seed)
 
