@@ -22,14 +22,77 @@ so that merged reports pool it with runs made since. Two uses:
 
 from __future__ import annotations
 
+import argparse
 import json
 import tempfile
-from dataclasses import replace
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
+from agents.experiments.paired import paired_difference
+from agents.experiments.presets import Preset, preset_fields
 from agents.experiments.resume import write_json
-from agents.experiments.without_ranker import paired, print_paired, run_arguments, run_parts
+from agents.precision import PRECISIONS
 from searchgym.errors import ConfigError
+
+NOT_LEARNERS = ("fingerprint", "start", "base", "minutes")
+"""Keys of a seed's results that are not a trained learner's entry."""
+
+
+def run_parts(run: Path, learner: str | None) -> tuple[Preset, int, dict, str, dict, Path]:
+    """(preset, seed, the seed's results, the learner, its entry, its final checkpoint) of a finished one-seed
+    run folder; `learner` None means the run's only learner. A ConfigError says what is missing."""
+    results_json = run / "results.json"
+    if not results_json.is_file():
+        raise ConfigError(f"{results_json} not found: give the --out folder of a finished agents.experiments.learners run")
+    saved = json.loads(results_json.read_text())
+    if len(saved.get("results", {})) != 1:
+        raise ConfigError(f"{results_json} holds seeds {sorted(saved.get('results', {}))}: give a run of one seed")
+    (seed, results), = saved["results"].items()
+    if learner is None:
+        trained = [k for k in results if k not in NOT_LEARNERS]
+        if len(trained) != 1:
+            raise ConfigError(f"{results_json}: seed {seed} holds the learners {trained}: name one with --learner")
+        learner = trained[0]
+    entry = results.get(learner)
+    if entry is None or "eval_em" not in entry:
+        raise ConfigError(f"{results_json}: seed {seed} has no evaluated {learner!r} (it has {sorted(results)})")
+    if "eval_em" not in results.get("start", {}) or "fingerprint" not in results:
+        raise ConfigError(f"{results_json}: seed {seed} holds no evaluation of its start policy to pair against "
+                          "(run the learner with --start-results, or merge first)")
+    from agents.train.checkpoint import list_checkpoints
+
+    checkpoints = list_checkpoints(run / f"seed{seed}" / learner / "checkpoints")
+    if not checkpoints:
+        raise ConfigError(f"no checkpoint of {learner!r} under {run / f'seed{seed}' / learner / 'checkpoints'}")
+    known = {f.name for f in fields(Preset)}
+    stored = {k: v for k, v in preset_fields(saved["preset"]).items() if k in known}
+    stored.update(hops=tuple(stored["hops"]), seeds=tuple(stored["seeds"]))
+    return Preset(**stored), int(seed), results, learner, entry, checkpoints[-1]
+
+
+def paired(pairs: dict[str, tuple[list[float], list[float]]]) -> dict[str, dict]:
+    """Each named (a, b) pair of per-question results as `paired_difference` of a - b (one seed), as JSON values."""
+    return {name: asdict(paired_difference([[x - y for x, y in zip(a, b, strict=True)]])) for name, (a, b) in pairs.items()}
+
+
+def print_paired(out: dict) -> None:
+    """The paired differences of a re-evaluation, one line each."""
+    for name, d in out["paired"].items():
+        print(f"  {name}: {d['mean']:+.3f} (SE over questions {d['se_questions']:.3f}; questions up {d['up'][0]}, down {d['down'][0]})")
+
+
+def run_arguments(module: str, doc: str, learner: str | None) -> argparse.ArgumentParser:
+    """The command line of a re-evaluation of a finished run (`module`'s, described by its docstring's first
+    paragraph): the run folder, the learner (by default `learner`; None: the run's only one), threads and
+    precision."""
+    p = argparse.ArgumentParser(prog=f"python -m {module}", description=doc.split("\n\n")[0])
+    p.add_argument("run", help="the --out folder of a finished one-seed agents.experiments.learners run")
+    p.add_argument("--learner", default=learner, help=f"the learner to evaluate (default: {learner or 'the run has only one'})")
+    p.add_argument("--threads", type=int)
+    p.add_argument("--dtype", choices=PRECISIONS, help="the precision the run computed in (its preset's by default)")
+    return p
+
+
 
 WEIGHTS_SOURCE = ("model", "weight_version")
 """Last parts of fingerprint keys that say where a model's weights came from (its model folder, how often they
@@ -63,10 +126,31 @@ def load_final_models(trainer, checkpoint: Path) -> list[str]:
     return names
 
 
-def reevaluate(run: Path, learner: str | None = None, threads: int | None = None, dtype: str | None = None, update_results: bool = False) -> dict:
-    """Evaluate the learner's final checkpoint again (its policy, behind its second model's greedy ranker where
-    it trains one); returns (and writes) the evaluation and its paired differences; with `update_results`, it
-    replaces the run's evaluation of the learner."""
+@dataclass
+class FinalEvaluation:
+    """A finished run's learner, its final checkpoint evaluated again (`evaluate_final`)."""
+
+    seed: int
+    results: dict
+    """The seed's results (the start's entry and fingerprint among them)."""
+    learner: str
+    entry: dict
+    """The learner's entry, with the run's own evaluation."""
+    checkpoint: Path
+    loaded: list[str]
+    """The models whose weights came from the checkpoint (`load_final_models`)."""
+    metrics: dict
+    questions: dict
+    """The per-question results (`eval_em`, `eval_searches`, ...)."""
+
+
+def evaluate_final(run: Path, learner: str | None, threads: int | None, dtype: str | None, what: str,
+                   env_learner: str | None = None) -> FinalEvaluation:
+    """Evaluate the final checkpoint of `learner`'s run on the run's test questions (`what`, with `{learner}` in
+    it, names the evaluation on its progress bar). The env and the models are
+    those `env_learner`'s config builds (by default the learner's own: COSEARCH's with its ranker, loaded from
+    the checkpoint and greedy; "grpo": the preset's retriever alone), checked against the start policy's
+    fingerprint and, for the learner's own, its run's as well (leaving aside where weights came from)."""
     from agents.experiments.fingerprint import differences
     from agents.experiments.runner import _evaluate, fingerprint_differences, train_config, trainer_eval_fingerprint
     from agents.train.export import export_checkpoint
@@ -74,13 +158,13 @@ def reevaluate(run: Path, learner: str | None = None, threads: int | None = None
 
     preset, seed, results, learner, entry, checkpoint = run_parts(run, learner)
     result_json = run / f"seed{seed}" / learner / "result.json"
-    own = json.loads(result_json.read_text()).get("fingerprint") if result_json.is_file() else None
+    own = json.loads(result_json.read_text()).get("fingerprint") if env_learner is None and result_json.is_file() else None
     if dtype is not None:
         preset = replace(preset, dtype=dtype)
     with tempfile.TemporaryDirectory(prefix="reevaluate-") as tmp:
         # The policy's config and tokenizer for the trainer to build on; every weight is then the checkpoint's.
         policy = export_checkpoint(checkpoint, Path(tmp) / "policy")
-        trainer = Trainer(train_config(preset, 1, seed, Path(tmp), {}, threads, learner, str(policy), "eval"))
+        trainer = Trainer(train_config(preset, 1, seed, Path(tmp), {}, threads, env_learner or learner, str(policy), "eval"))
         try:
             got = trainer_eval_fingerprint(trainer)
             differ = fingerprint_differences(got, results["fingerprint"], set(trainer.learner_env_options()))
@@ -88,21 +172,29 @@ def reevaluate(run: Path, learner: str | None = None, threads: int | None = None
                 differ += [k for k, a, b in differences(own, got)
                            if k not in differ and k.rsplit(".", 1)[-1] not in WEIGHTS_SOURCE and not (is_object(a) and is_object(b))]
             if differ:
-                raise ConfigError(f"the re-evaluation would not be on the env the run evaluated on ({', '.join(differ)} differ)")
+                raise ConfigError(f"the evaluation would not be on the env the run evaluated on ({', '.join(differ)} differ)")
             loaded = load_final_models(trainer, checkpoint)
-            metrics, questions = _evaluate(trainer, f"{learner} evaluated again")
+            metrics, questions = _evaluate(trainer, what.format(learner=learner))
         finally:
             trainer.close()
-    start, em = results["start"], questions["eval_em"]
-    pairs = {"re-evaluated - run's evaluation": (em, entry["eval_em"]), "re-evaluated - start": (em, start["eval_em"])}
-    without = run / f"seed{seed}" / learner / "without_ranker.json"
-    if len(loaded) > 1 and without.is_file():
+    return FinalEvaluation(seed, results, learner, entry, checkpoint, loaded, metrics, questions)
+
+
+def reevaluate(run: Path, learner: str | None = None, threads: int | None = None, dtype: str | None = None, update_results: bool = False) -> dict:
+    """Evaluate the learner's final checkpoint again (its policy, behind its second model's greedy ranker where
+    it trains one); returns (and writes) the evaluation and its paired differences; with `update_results`, it
+    replaces the run's evaluation of the learner."""
+    e = evaluate_final(run, learner, threads, dtype, "{learner} evaluated again")
+    em = e.questions["eval_em"]
+    pairs = {"re-evaluated - run's evaluation": (em, e.entry["eval_em"]), "re-evaluated - start": (em, e.results["start"]["eval_em"])}
+    without = run / f"seed{e.seed}" / e.learner / "without_ranker.json"
+    if len(e.loaded) > 1 and without.is_file():
         pairs["without ranker - re-evaluated"] = (json.loads(without.read_text())["eval_em"], em)
-    out = {"learner": learner, "seed": seed, "checkpoint": str(checkpoint), "loaded": loaded, "eval": metrics, **questions,
+    out = {"learner": e.learner, "seed": e.seed, "checkpoint": str(e.checkpoint), "loaded": e.loaded, "eval": e.metrics, **e.questions,
            "paired": paired(pairs)}
-    write_json(run / f"seed{seed}" / learner / "reevaluated.json", out)
+    write_json(run / f"seed{e.seed}" / e.learner / "reevaluated.json", out)
     if update_results:
-        replace_evaluation(run, seed, learner, metrics, questions, checkpoint)
+        replace_evaluation(run, e.seed, e.learner, e.metrics, e.questions, e.checkpoint)
     return out
 
 
