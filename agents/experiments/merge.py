@@ -28,8 +28,22 @@ def start_evaluation(results_json: Path, start_model: Path, eval_samples: int = 
 
 
 def evaluated_starts(seed_results) -> dict[str, dict]:
-    """The seeds' results that evaluated their start policy, by the policy's resolved folder."""
-    return {str(Path(r["start"]["model"]).resolve()): r for r in seed_results if "eval" in r.get("start", {})}
+    """The seeds' results that evaluated their start policy, by the policy's resolved folder: where several
+    did (the run that made it, and the copies its learners' runs took), the first, unless a later one's
+    evaluation was re-evaluated (`agents.experiments.reevaluate --learner start --update-results`) and the
+    first's was not."""
+    found: dict[str, dict] = {}
+    for r in seed_results:
+        if "eval" in r.get("start", {}):
+            key = str(Path(r["start"]["model"]).resolve())
+            if key not in found or (reevaluated(r["start"]) and not reevaluated(found[key]["start"])):
+                found[key] = r
+    return found
+
+
+def reevaluated(entry: dict) -> bool:
+    """Whether a policy's entry holds a re-evaluation in place of its run's evaluation."""
+    return "reevaluated" in entry
 
 
 NOT_A_SETTING = ("steps", "seeds", "learners", "workers", "eval_base", "learner_options", "micro_batch", "gradient_checkpointing", "park_idle",
@@ -62,7 +76,8 @@ def merge_results(paths: list[Path]) -> tuple[dict, dict[int, dict]]:
     learner may run with its own `--learner-option`s, the same in every run that trains it. A seed that
     started from a shared start policy without evaluating it (`--start-model`) takes the start evaluation of
     the seed that made that policy: the same weights, the same world and questions (its fingerprint must
-    match), so the same greedy evaluation."""
+    match), so the same greedy evaluation. A start policy's entry evaluated again (`agents.experiments.reevaluate
+    --learner start --update-results`) replaces its copies in every seed that began from it."""
     runs = [json.loads(Path(p).read_text()) for p in paths]
     for run in runs:
         run["preset"] = preset_fields(run["preset"])
@@ -101,16 +116,17 @@ def merge_results(paths: list[Path]) -> tuple[dict, dict[int, dict]]:
             seen.update({n: results[n] for n in results if n in WHAT_DIFFERS})
             if "credit" in results:
                 seen.setdefault("credit", results["credit"])
-            if "eval" not in seen["start"] and "eval" in results["start"]:
+            if "eval" in results["start"] and ("eval" not in seen["start"]
+                                               or (reevaluated(results["start"]) and not reevaluated(seen["start"]))):
                 seen["start"] = results["start"]
                 if "base" in results:
                     seen["base"] = results["base"]
     head["preset"]["learner_options"] = {name: own for name, (own, _) in options.items() if own}
     evaluated = evaluated_starts(per_seed.values())
     for seed, results in per_seed.items():
-        if "eval" in results["start"]:
-            continue
         source = evaluated.get(str(Path(results["start"]["model"]).resolve()))
+        if "eval" in results["start"] and not (source is not None and reevaluated(source["start"]) and not reevaluated(results["start"])):
+            continue
         if source is None:
             raise ConfigError(f"seed {seed} started from {results['start']['model']}, which no merged run evaluated; add the run that made it")
         if not _same_env(source.get("fingerprint"), results.get("fingerprint")):

@@ -17,7 +17,12 @@ so that merged reports pool it with runs made since. Two uses:
   searches, `eval_contributing`): a greedy evaluation at the run's precision and thread count is
   deterministic, so the re-evaluation scores what the run did on every question and adds what is new.
 
+`--learner start` does the same for the start policy the run's learners began from (from its model folder,
+behind the retriever); with `--update-results` on the run that made it (`--start-only`), merged reports take
+its entry over the copies in the learners' runs, so the learners' new counts pair against the start's too.
+
     python -m agents.experiments.reevaluate results/cpu-ranker-cosearch-s0 --threads 1 --dtype float32 --update-results
+    python -m agents.experiments.reevaluate results/cpu-rounds --learner start --threads 1 --dtype float32 --update-results
 """
 
 from __future__ import annotations
@@ -37,10 +42,15 @@ from searchgym.errors import ConfigError
 NOT_LEARNERS = ("fingerprint", "start", "base", "minutes")
 """Keys of a seed's results that are not a trained learner's entry."""
 
+START = "start"
+"""`--learner start`: the start policy the run's learners began from (its model folder), evaluated again behind
+the retriever as the run that made it evaluated it."""
+
 
 def run_parts(run: Path, learner: str | None) -> tuple[Preset, int, dict, str, dict, Path]:
     """(preset, seed, the seed's results, the learner, its entry, its final checkpoint) of a finished one-seed
-    run folder; `learner` None means the run's only learner. A ConfigError says what is missing."""
+    run folder; `learner` None means the run's only learner, `START` the start policy (its entry, and its model
+    folder for the checkpoint). A ConfigError says what is missing."""
     results_json = run / "results.json"
     if not results_json.is_file():
         raise ConfigError(f"{results_json} not found: give the --out folder of a finished agents.experiments.learners run")
@@ -48,26 +58,38 @@ def run_parts(run: Path, learner: str | None) -> tuple[Preset, int, dict, str, d
     if len(saved.get("results", {})) != 1:
         raise ConfigError(f"{results_json} holds seeds {sorted(saved.get('results', {}))}: give a run of one seed")
     (seed, results), = saved["results"].items()
+    if "eval_em" not in results.get("start", {}) or "fingerprint" not in results:
+        raise ConfigError(f"{results_json}: seed {seed} holds no evaluation of its start policy to pair against "
+                          "(run the learner with --start-results, or merge first)")
+    if learner == START:
+        model = Path(results["start"]["model"])
+        if not model.is_dir():
+            raise ConfigError(f"{results_json}: the start policy's folder {model} is not there")
+        return _preset(saved), int(seed), results, START, results["start"], model
     if learner is None:
         trained = [k for k in results if k not in NOT_LEARNERS]
+        if not trained:
+            raise ConfigError(f"{results_json}: seed {seed} holds no trained learner (--learner start evaluates its start policy again)")
         if len(trained) != 1:
             raise ConfigError(f"{results_json}: seed {seed} holds the learners {trained}: name one with --learner")
         learner = trained[0]
     entry = results.get(learner)
     if entry is None or "eval_em" not in entry:
         raise ConfigError(f"{results_json}: seed {seed} has no evaluated {learner!r} (it has {sorted(results)})")
-    if "eval_em" not in results.get("start", {}) or "fingerprint" not in results:
-        raise ConfigError(f"{results_json}: seed {seed} holds no evaluation of its start policy to pair against "
-                          "(run the learner with --start-results, or merge first)")
     from agents.train.checkpoint import list_checkpoints
 
     checkpoints = list_checkpoints(run / f"seed{seed}" / learner / "checkpoints")
     if not checkpoints:
         raise ConfigError(f"no checkpoint of {learner!r} under {run / f'seed{seed}' / learner / 'checkpoints'}")
+    return _preset(saved), int(seed), results, learner, entry, checkpoints[-1]
+
+
+def _preset(saved: dict) -> Preset:
+    """The preset a run's `results.json` records."""
     known = {f.name for f in fields(Preset)}
     stored = {k: v for k, v in preset_fields(saved["preset"]).items() if k in known}
     stored.update(hops=tuple(stored["hops"]), seeds=tuple(stored["seeds"]))
-    return Preset(**stored), int(seed), results, learner, entry, checkpoints[-1]
+    return Preset(**stored)
 
 
 def paired(pairs: dict[str, tuple[list[float], list[float]]]) -> dict[str, dict]:
@@ -87,7 +109,8 @@ def run_arguments(module: str, doc: str, learner: str | None) -> argparse.Argume
     precision."""
     p = argparse.ArgumentParser(prog=f"python -m {module}", description=doc.split("\n\n")[0])
     p.add_argument("run", help="the --out folder of a finished one-seed agents.experiments.learners run")
-    p.add_argument("--learner", default=learner, help=f"the learner to evaluate (default: {learner or 'the run has only one'})")
+    p.add_argument("--learner", default=learner, help=f"the learner to evaluate, or 'start' for the start policy "
+                   f"(default: {learner or 'the run has only one'})")
     p.add_argument("--threads", type=int)
     p.add_argument("--dtype", choices=PRECISIONS, help="the precision the run computed in (its preset's by default)")
     return p
@@ -150,20 +173,24 @@ def evaluate_final(run: Path, learner: str | None, threads: int | None, dtype: s
     it, names the evaluation on its progress bar). The env and the models are
     those `env_learner`'s config builds (by default the learner's own: COSEARCH's with its ranker, loaded from
     the checkpoint and greedy; "grpo": the preset's retriever alone), checked against the start policy's
-    fingerprint and, for the learner's own, its run's as well (leaving aside where weights came from)."""
+    fingerprint and, for the learner's own, its run's as well (leaving aside where weights came from). `START`
+    evaluates the start policy from its model folder behind the retriever, as the run that made it did."""
     from agents.experiments.fingerprint import differences
     from agents.experiments.runner import _evaluate, fingerprint_differences, train_config, trainer_eval_fingerprint
     from agents.train.export import export_checkpoint
     from agents.train.trainer import Trainer
 
     preset, seed, results, learner, entry, checkpoint = run_parts(run, learner)
+    start = learner == START
+    if start:
+        env_learner = "grpo"  # the start policy was evaluated by the cold start's trainer, a GRPO config's
     result_json = run / f"seed{seed}" / learner / "result.json"
     own = json.loads(result_json.read_text()).get("fingerprint") if env_learner is None and result_json.is_file() else None
     if dtype is not None:
         preset = replace(preset, dtype=dtype)
     with tempfile.TemporaryDirectory(prefix="reevaluate-") as tmp:
         # The policy's config and tokenizer for the trainer to build on; every weight is then the checkpoint's.
-        policy = export_checkpoint(checkpoint, Path(tmp) / "policy")
+        policy = checkpoint if start else export_checkpoint(checkpoint, Path(tmp) / "policy")
         trainer = Trainer(train_config(preset, 1, seed, Path(tmp), {}, threads, env_learner or learner, str(policy), "eval"))
         try:
             got = trainer_eval_fingerprint(trainer)
@@ -173,7 +200,7 @@ def evaluate_final(run: Path, learner: str | None, threads: int | None, dtype: s
                            if k not in differ and k.rsplit(".", 1)[-1] not in WEIGHTS_SOURCE and not (is_object(a) and is_object(b))]
             if differ:
                 raise ConfigError(f"the evaluation would not be on the env the run evaluated on ({', '.join(differ)} differ)")
-            loaded = load_final_models(trainer, checkpoint)
+            loaded = ["policy"] if start else load_final_models(trainer, checkpoint)
             metrics, questions = _evaluate(trainer, what.format(learner=learner))
         finally:
             trainer.close()
@@ -186,22 +213,31 @@ def reevaluate(run: Path, learner: str | None = None, threads: int | None = None
     replaces the run's evaluation of the learner."""
     e = evaluate_final(run, learner, threads, dtype, "{learner} evaluated again")
     em = e.questions["eval_em"]
-    pairs = {"re-evaluated - run's evaluation": (em, e.entry["eval_em"]), "re-evaluated - start": (em, e.results["start"]["eval_em"])}
-    without = run / f"seed{e.seed}" / e.learner / "without_ranker.json"
+    pairs = {"re-evaluated - run's evaluation": (em, e.entry["eval_em"])}
+    if e.learner != START:
+        pairs["re-evaluated - start"] = (em, e.results["start"]["eval_em"])
+    folder = run / f"seed{e.seed}" / learner_folder(e.learner)
+    without = folder / "without_ranker.json"
     if len(e.loaded) > 1 and without.is_file():
         pairs["without ranker - re-evaluated"] = (json.loads(without.read_text())["eval_em"], em)
     out = {"learner": e.learner, "seed": e.seed, "checkpoint": str(e.checkpoint), "loaded": e.loaded, "eval": e.metrics, **e.questions,
            "paired": paired(pairs)}
-    write_json(run / f"seed{e.seed}" / e.learner / "reevaluated.json", out)
+    write_json(folder / "reevaluated.json", out)
     if update_results:
         replace_evaluation(run, e.seed, e.learner, e.metrics, e.questions, e.checkpoint)
     return out
 
 
+def learner_folder(learner: str) -> str:
+    """The folder of a seed's run that holds `learner`'s files (the start policy's: its cold start's)."""
+    return "cold_start" if learner == START else learner
+
+
 def replace_evaluation(run: Path, seed: int, learner: str, metrics: dict, questions: dict, checkpoint: Path) -> None:
-    """Put a re-evaluation into the run's `results.json` (and the learner's `result.json`, which a `--resume`
-    rerun reads) in place of the learner's evaluation; the replaced one is kept under `reevaluated.superseded`
-    (the first one, when re-evaluated again)."""
+    """Put a re-evaluation into the run's `results.json` (and the learner's `result.json`, or the start's
+    `start.json`, which a `--resume` rerun reads) in place of the learner's evaluation; the replaced one is kept
+    under `reevaluated.superseded` (the first one, when re-evaluated again). Merged reports take a re-evaluated
+    start policy's entry over its copies in the runs of the learners that began from it (`merge.evaluated_starts`)."""
     def updated(entry: dict) -> dict:
         old = entry.get("reevaluated", {}).get("superseded") or {k: entry[k] for k in ("eval", *questions) if k in entry}
         return {**entry, "eval": metrics, **questions,
@@ -211,10 +247,11 @@ def replace_evaluation(run: Path, seed: int, learner: str, metrics: dict, questi
     saved = json.loads(results_json.read_text())
     saved["results"][str(seed)][learner] = updated(saved["results"][str(seed)][learner])
     write_json(results_json, saved)
-    result_json = run / f"seed{seed}" / learner / "result.json"
+    result_json = run / f"seed{seed}" / learner_folder(learner) / ("start.json" if learner == START else "result.json")
     if result_json.is_file():
         done = json.loads(result_json.read_text())
-        write_json(result_json, {**done, "entry": updated(done["entry"])})
+        key = START if learner == START else "entry"
+        write_json(result_json, {**done, key: updated(done[key])})
 
 
 def main(argv: list[str] | None = None) -> int:

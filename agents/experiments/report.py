@@ -151,6 +151,9 @@ def paired_sections(per_seed: dict[int, dict], learners: list[str], eval_samples
         sections.append(("Searches the judge labelled as not contributing, per episode, against GRPO (same seed, start and "
                          "questions; CW-GRPO's mechanism: no credit for such rounds of a successful trajectory)",
                          noncontributing_check(per_seed, rl, against="grpo")))
+    sections.append(("Searches the judge labelled as not contributing, per episode, against the cold start (same "
+                     "questions, per seed; whether training changed how often the policy makes such searches at all)",
+                     noncontributing_check(per_seed, rl, against="start")))
     if SFT in learners and rl:
         sections.append(("Paired against the supervised control (same seed, start and questions, as many update steps): "
                          "whether RL beats more imitation", paired_check(per_seed, rl, against=SFT)))

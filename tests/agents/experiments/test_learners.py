@@ -219,6 +219,50 @@ def test_seeds_run_apart_from_a_shared_start_merge_into_one_check(tmp_path, monk
         learners.main([*run, "--seeds", "3", "--start-results", str(tmp_path / "a" / "results.json"), "--out", str(tmp_path / "d")])
 
 
+def test_the_start_policy_is_evaluated_again_and_its_entry_replaces_the_copies_in_a_merge(tmp_path, monkeypatch, capsys):
+    """`reevaluate --learner start` evaluates the start policy from its folder behind the retriever: it scores what
+    the run that made it did on every question; with --update-results that run's entry (and start.json) holds it,
+    and a merge takes it over the copy a learner's run took before, whichever comes first."""
+    from agents.experiments import reevaluate
+
+    monkeypatch.setitem(presets.PRESETS, "tiny-shared", replace(presets.PRESETS["tiny"], world_seed=0, shared_start=True, eval_base=False))
+    start_run, learner_run = tmp_path / "start", tmp_path / "grpo"
+    assert learners.main(["--preset", "tiny-shared", "--start-only", "--out", str(start_run)]) == 0
+    with pytest.raises(SystemExit):  # no learner in it: the start is named
+        reevaluate.main([str(start_run)])
+    assert "--learner start evaluates its start policy" in capsys.readouterr().err
+    model = start_run / "seed0" / "cold_start" / "model"
+    assert learners.main(["--preset", "tiny-shared", "--learners", "grpo", "--seeds", "0", "--start-model", str(model),
+                          "--start-results", str(start_run / "results.json"), "--out", str(learner_run)]) == 0
+    made = json.loads((start_run / "results.json").read_text())["results"]["0"]["start"]
+    # The learner's run took a copy of the start's entry; one made before the counts were kept lacks them.
+    copied = json.loads((learner_run / "results.json").read_text())
+    assert copied["results"]["0"]["start"] == made and "eval_contributing" in made
+    del copied["results"]["0"]["start"]["eval_contributing"]
+    (learner_run / "results.json").write_text(json.dumps(copied))
+
+    again = reevaluate.reevaluate(start_run, "start", update_results=True)
+    assert again["loaded"] == ["policy"] and again["eval_em"] == made["eval_em"] and again["eval_contributing"] == made["eval_contributing"]
+    assert set(again["paired"]) == {"re-evaluated - run's evaluation"} and again["paired"]["re-evaluated - run's evaluation"]["mean"] == 0
+    assert (start_run / "seed0" / "cold_start" / "reevaluated.json").is_file()
+    entry = json.loads((start_run / "results.json").read_text())["results"]["0"]["start"]
+    assert entry["reevaluated"]["superseded"]["eval_em"] == made["eval_em"] and entry["model"] == made["model"]
+    assert json.loads((start_run / "seed0" / "cold_start" / "start.json").read_text())["start"] == entry  # what --resume reads
+
+    for order in ([start_run, learner_run], [learner_run, start_run]):
+        _, per_seed = merge.merge_results([d / "results.json" for d in order])
+        assert per_seed[0]["start"] == entry and "grpo" in per_seed[0]
+    # With the counts on both sides the report pairs the learner's non-contributing searches against the start's.
+    assert learners.main(["--merge", str(learner_run / "results.json"), str(start_run / "results.json"), "--out", str(tmp_path / "m")]) == 0
+    assert "not contributing, per episode, against the cold start" in (tmp_path / "m" / "results.md").read_text()
+
+    # A start policy whose folder is gone: the reason.
+    moved = tmp_path / "moved"
+    model.rename(moved)
+    with pytest.raises(ConfigError, match="is not there"):
+        reevaluate.reevaluate(start_run, "start")
+
+
 @pytest.mark.slow
 def test_learners_side_by_side_in_processes_match_one_after_another(tmp_path):
     """Two learner processes (one thread each) give what one process gives training them in turn: a learner's

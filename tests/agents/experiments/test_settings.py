@@ -222,6 +222,9 @@ def test_non_contributing_searches_pair_per_question_against_grpo_by_hand():
     text = learner_report.paired_sections({s: {"start": _policy([0, 0, 0], [1, 1, 1], [1, 1, 1]), **p} for s, p in per_seed.items()},
                                           ["grpo", "cw-grpo"])
     assert "Searches the judge labelled as not contributing" in text and "| cw-grpo | -1.000, -0.333 |" in text
+    # Against the start's (none not contributing): GRPO +4/3 and +2/3, CW-GRPO +1/3 on both seeds.
+    against_start = text.split("against the cold start (same questions, per seed; whether training")[1]
+    assert "| grpo | +1.333, +0.667 |" in against_start and "| cw-grpo | +0.333, +0.333 |" in against_start
     del per_seed[1]["grpo"]["eval_contributing"]  # a run made before the counts were kept, or an env without a judge
     assert noncontributing_check(per_seed, ["grpo", "cw-grpo"]) is None
     assert "not contributing" not in learner_report.paired_sections(per_seed, ["grpo", "cw-grpo"])
