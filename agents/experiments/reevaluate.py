@@ -103,13 +103,13 @@ def print_paired(out: dict) -> None:
         print(f"  {name}: {d['mean']:+.3f} (SE over questions {d['se_questions']:.3f}; questions up {d['up'][0]}, down {d['down'][0]})")
 
 
-def run_arguments(module: str, doc: str, learner: str | None) -> argparse.ArgumentParser:
+def run_arguments(module: str, doc: str, learner: str | None, start: bool = False) -> argparse.ArgumentParser:
     """The command line of a re-evaluation of a finished run (`module`'s, described by its docstring's first
-    paragraph): the run folder, the learner (by default `learner`; None: the run's only one), threads and
-    precision."""
+    paragraph): the run folder, the learner (by default `learner`; None: the run's only one; with `start`, also
+    `START`), threads and precision."""
     p = argparse.ArgumentParser(prog=f"python -m {module}", description=doc.split("\n\n")[0])
     p.add_argument("run", help="the --out folder of a finished one-seed agents.experiments.learners run")
-    p.add_argument("--learner", default=learner, help=f"the learner to evaluate, or 'start' for the start policy "
+    p.add_argument("--learner", default=learner, help=f"the learner to evaluate{f', or {START!r} for the start policy' if start else ''} "
                    f"(default: {learner or 'the run has only one'})")
     p.add_argument("--threads", type=int)
     p.add_argument("--dtype", choices=PRECISIONS, help="the precision the run computed in (its preset's by default)")
@@ -255,7 +255,7 @@ def replace_evaluation(run: Path, seed: int, learner: str, metrics: dict, questi
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = run_arguments("agents.experiments.reevaluate", __doc__, None)
+    p = run_arguments("agents.experiments.reevaluate", __doc__, None, start=True)
     p.add_argument("--update-results", action="store_true",
                    help="replace the run's evaluation of the learner in its results.json by this one (the old one is kept in the entry)")
     args = p.parse_args(argv)

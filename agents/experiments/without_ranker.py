@@ -17,13 +17,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from agents.experiments.reevaluate import evaluate_final, paired, print_paired, run_arguments
+from agents.experiments.reevaluate import START, evaluate_final, paired, print_paired, run_arguments
 from searchgym.errors import ConfigError
 
 
 def evaluate_without_ranker(run: Path, learner: str = "cosearch", threads: int | None = None, dtype: str | None = None) -> dict:
     """Evaluate the learner's final policy behind the preset's retriever; returns (and writes) its evaluation
     and the paired differences against the run's own evaluation and against the start policy."""
+    if learner == START:
+        raise ConfigError("the start policy is evaluated behind the retriever already: python -m agents.experiments.reevaluate "
+                          f"{run} --learner start evaluates it again")
     # GRPO's config: the same env, retriever and evaluation as the start's, with no ranker in it.
     e = evaluate_final(run, learner, threads, dtype, "{learner} policy behind the retriever", env_learner="grpo")
     em, own, start = e.questions["eval_em"], e.entry["eval_em"], e.results["start"]["eval_em"]

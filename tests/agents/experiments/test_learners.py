@@ -223,7 +223,7 @@ def test_the_start_policy_is_evaluated_again_and_its_entry_replaces_the_copies_i
     """`reevaluate --learner start` evaluates the start policy from its folder behind the retriever: it scores what
     the run that made it did on every question; with --update-results that run's entry (and start.json) holds it,
     and a merge takes it over the copy a learner's run took before, whichever comes first."""
-    from agents.experiments import reevaluate
+    from agents.experiments import reevaluate, without_ranker
 
     monkeypatch.setitem(presets.PRESETS, "tiny-shared", replace(presets.PRESETS["tiny"], world_seed=0, shared_start=True, eval_base=False))
     start_run, learner_run = tmp_path / "start", tmp_path / "grpo"
@@ -245,6 +245,8 @@ def test_the_start_policy_is_evaluated_again_and_its_entry_replaces_the_copies_i
     assert again["loaded"] == ["policy"] and again["eval_em"] == made["eval_em"] and again["eval_contributing"] == made["eval_contributing"]
     assert set(again["paired"]) == {"re-evaluated - run's evaluation"} and again["paired"]["re-evaluated - run's evaluation"]["mean"] == 0
     assert (start_run / "seed0" / "cold_start" / "reevaluated.json").is_file()
+    with pytest.raises(ConfigError, match="behind the retriever already"):  # no ranker to leave out
+        without_ranker.evaluate_without_ranker(start_run, "start")
     entry = json.loads((start_run / "results.json").read_text())["results"]["0"]["start"]
     assert entry["reevaluated"]["superseded"]["eval_em"] == made["eval_em"] and entry["model"] == made["model"]
     assert json.loads((start_run / "seed0" / "cold_start" / "start.json").read_text())["start"] == entry  # what --resume reads
