@@ -11,7 +11,7 @@ import gymnasium as gym
 import numpy as np
 
 from agents.rollout import RolloutConfig, RolloutEngine
-from agents.train.metrics import episode_summaries
+from agents.train.metrics import contributing_searches, episode_summaries
 from searchgym.errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -73,23 +73,6 @@ def ranker_eval_metrics(trajectories, corpus=None) -> dict[str, float]:
     if "ranker/hit@1" in hits:
         out.update({"eval/ranker_hit@1": hits["ranker/hit@1"], "eval/retriever_hit@1": hits["ranker/retriever_hit@1"]})
     return out
-
-
-def contributing_searches(summary: dict) -> int | None:
-    """The search rounds of an episode (its summary, `info["episode"]`) that its judge labelled as contributing
-    (contribution 1, not failed: CW-GRPO's p_t = 1); None when it searched and a search turn has no labels.
-
-    >>> judged = {"retrieval_utility": 1, "contribution": 1, "failed": False}
-    >>> contributing_searches({"searches": 2, "turn_labels": [judged, {**judged, "contribution": 0}, None]})
-    1
-    >>> contributing_searches({"searches": 1, "turn_labels": [None, None]}) is None
-    True
-    """
-    labels = summary.get("turn_labels") or []
-    judged = [lab for lab in labels if lab is not None and lab.get("contribution") is not None and not lab.get("pending")]
-    if summary.get("searches", 0) and not judged and not any(lab is not None and lab.get("failed") for lab in labels):
-        return None
-    return sum(lab["contribution"] == 1 and not lab.get("failed") for lab in judged)
 
 
 def eval_metrics(summaries: list[dict]) -> dict[str, float]:

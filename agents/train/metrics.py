@@ -32,10 +32,42 @@ def episode_summaries(trajectories) -> list[dict]:
     return [t.step_infos[-1].get("episode", {}) if t.step_infos else {} for t in trajectories]
 
 
+def contributing_searches(summary: dict) -> int | None:
+    """The search rounds of an episode (its summary, `info["episode"]`) that its judge labelled as contributing
+    (contribution 1, not failed: CW-GRPO's p_t = 1); None when it searched and a search turn has no labels.
+
+    >>> judged = {"retrieval_utility": 1, "contribution": 1, "failed": False}
+    >>> contributing_searches({"searches": 2, "turn_labels": [judged, {**judged, "contribution": 0}, None]})
+    1
+    >>> contributing_searches({"searches": 1, "turn_labels": [None, None]}) is None
+    True
+    """
+    labels = summary.get("turn_labels") or []
+    judged = [lab for lab in labels if lab is not None and lab.get("contribution") is not None and not lab.get("pending")]
+    if summary.get("searches", 0) and not judged and not any(lab is not None and lab.get("failed") for lab in labels):
+        return None
+    return sum(lab["contribution"] == 1 and not lab.get("failed") for lab in judged)
+
+
+def noncontributing_searches_mean(summaries: list[dict]) -> float | None:
+    """Mean over episodes of the searches their judge did not label as contributing (`contributing_searches`);
+    None when an episode searched without labels (an env without a judge).
+
+    >>> judged = {"retrieval_utility": 1, "contribution": 1, "failed": False}
+    >>> noncontributing_searches_mean([{"searches": 2, "turn_labels": [judged, {**judged, "contribution": 0}, None]}, {"searches": 0}])
+    0.5
+    """
+    contributing = [contributing_searches(s) for s in summaries]
+    if not contributing or None in contributing:
+        return None
+    return float(np.mean([s.get("searches", 0) - c for s, c in zip(summaries, contributing, strict=True)]))
+
+
 def step_rollout_metrics(trajectories, targets: LearnerBatch) -> dict[str, float]:
     """The rollout engine's batch statistics plus what only the env's episode summaries and the learner know."""
     summaries = episode_summaries(trajectories)
     rates = [s.get("entity_rate") for s in summaries if s.get("entity_rate") is not None]
+    noncontributing = noncontributing_searches_mean(summaries)
     return {
         **rollout_metrics(trajectories),
         "rollout/reward": float(np.mean(targets.rewards)),
@@ -45,6 +77,8 @@ def step_rollout_metrics(trajectories, targets: LearnerBatch) -> dict[str, float
         "rollout/sampled_tokens": float(sum(t.num_sampled_tokens for t in trajectories)),
         "rollout/included": float(sum(targets.include)),
         "signal/zero_advantage_groups": zero_advantage_group_share(trajectories, targets),
+        # CW-GRPO's mechanism in training, for every learner: searches the env's judge saw contribute nothing.
+        **({"rollout/noncontributing_searches_mean": noncontributing} if noncontributing is not None else {}),
     }
 
 

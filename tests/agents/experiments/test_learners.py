@@ -235,6 +235,9 @@ def test_the_start_policy_is_evaluated_again_and_its_entry_replaces_the_copies_i
     assert learners.main(["--preset", "tiny-shared", "--learners", "grpo", "--seeds", "0", "--start-model", str(model),
                           "--start-results", str(start_run / "results.json"), "--out", str(learner_run)]) == 0
     made = json.loads((start_run / "results.json").read_text())["results"]["0"]["start"]
+    # Every learner's training steps in an env with a judge log their rollouts' non-contributing searches.
+    steps = json.loads((learner_run / "results.json").read_text())["results"]["0"]["grpo"]["history"]
+    assert all(step["rollout/noncontributing_searches_mean"] <= step["rollout/searches_mean"] for step in steps)
     # The learner's run took a copy of the start's entry; one made before the counts were kept lacks them.
     copied = json.loads((learner_run / "results.json").read_text())
     assert copied["results"]["0"]["start"] == made and "eval_contributing" in made
