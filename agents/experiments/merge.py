@@ -36,14 +36,15 @@ def evaluated_starts(seed_results) -> dict[str, dict]:
     for r in seed_results:
         if "eval" in r.get("start", {}):
             key = str(Path(r["start"]["model"]).resolve())
-            if key not in found or (reevaluated(r["start"]) and not reevaluated(found[key]["start"])):
+            if key not in found or replaces(r["start"], found[key]["start"]):
                 found[key] = r
     return found
 
 
-def reevaluated(entry: dict) -> bool:
-    """Whether a policy's entry holds a re-evaluation in place of its run's evaluation."""
-    return "reevaluated" in entry
+def replaces(entry: dict, other: dict) -> bool:
+    """Whether a start policy's evaluated `entry` is taken over `other`, an evaluation of the same policy: it
+    holds a re-evaluation in place of its run's evaluation, and `other` does not."""
+    return "reevaluated" in entry and "reevaluated" not in other
 
 
 NOT_A_SETTING = ("steps", "seeds", "learners", "workers", "eval_base", "learner_options", "micro_batch", "gradient_checkpointing", "park_idle",
@@ -116,8 +117,7 @@ def merge_results(paths: list[Path]) -> tuple[dict, dict[int, dict]]:
             seen.update({n: results[n] for n in results if n in WHAT_DIFFERS})
             if "credit" in results:
                 seen.setdefault("credit", results["credit"])
-            if "eval" in results["start"] and ("eval" not in seen["start"]
-                                               or (reevaluated(results["start"]) and not reevaluated(seen["start"]))):
+            if "eval" in results["start"] and ("eval" not in seen["start"] or replaces(results["start"], seen["start"])):
                 seen["start"] = results["start"]
                 if "base" in results:
                     seen["base"] = results["base"]
@@ -125,7 +125,7 @@ def merge_results(paths: list[Path]) -> tuple[dict, dict[int, dict]]:
     evaluated = evaluated_starts(per_seed.values())
     for seed, results in per_seed.items():
         source = evaluated.get(str(Path(results["start"]["model"]).resolve()))
-        if "eval" in results["start"] and not (source is not None and reevaluated(source["start"]) and not reevaluated(results["start"])):
+        if "eval" in results["start"] and (source is None or not replaces(source["start"], results["start"])):
             continue
         if source is None:
             raise ConfigError(f"seed {seed} started from {results['start']['model']}, which no merged run evaluated; add the run that made it")

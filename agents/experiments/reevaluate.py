@@ -97,10 +97,10 @@ def paired(pairs: dict[str, tuple[list[float], list[float]]]) -> dict[str, dict]
     return {name: asdict(paired_difference([[x - y for x, y in zip(a, b, strict=True)]])) for name, (a, b) in pairs.items()}
 
 
-def print_paired(out: dict) -> None:
-    """The paired differences of a re-evaluation, one line each."""
-    for name, d in out["paired"].items():
-        print(f"  {name}: {d['mean']:+.3f} (SE over questions {d['se_questions']:.3f}; questions up {d['up'][0]}, down {d['down'][0]})")
+def paired_lines(out: dict) -> str:
+    """The paired differences of a re-evaluation, one line each, for a command to print."""
+    return "\n".join(f"  {name}: {d['mean']:+.3f} (SE over questions {d['se_questions']:.3f}; questions up {d['up'][0]}, down {d['down'][0]})"
+                     for name, d in out["paired"].items())
 
 
 def run_arguments(module: str, doc: str, learner: str | None, start: bool = False) -> argparse.ArgumentParser:
@@ -267,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     hits = (f"; its ranker's Hit@1 {m['eval/ranker_hit@1']:.3f} against the retriever's {m['eval/retriever_hit@1']:.3f} "
             f"over {m['eval/ranker_answerable_calls']:.0f} answerable calls") if "eval/ranker_hit@1" in m else ""
     print(f"{out['learner']} seed {out['seed']}: test EM {m['eval/em']:.3f} evaluated again ({m['eval/questions']:.0f} questions){hits}")
-    print_paired(out)
+    print(paired_lines(out))
     return 0
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from agents.experiments.reevaluate import START, evaluate_final, paired, print_paired, run_arguments
+from agents.experiments.reevaluate import START, evaluate_final, paired, paired_lines, run_arguments
 from searchgym.errors import ConfigError
 
 
@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error(str(e))
     print(f"{args.learner} seed {out['seed']}: test EM {out['eval']['eval/em']:.3f} behind the retriever "
           f"({out['eval']['eval/questions']:.0f} questions)")
-    print_paired(out)
+    print(paired_lines(out))
     return 0
 
 
