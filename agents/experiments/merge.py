@@ -134,6 +134,9 @@ def merge_results(paths: list[Path]) -> tuple[dict, dict[int, dict]]:
         results["start"] = source["start"]
         if "base" in source:
             results["base"] = source["base"]
-    return head, dict(sorted(per_seed.items()))
+    # A seed with no learner is a start-only run's (`--start-only` keeps seed 0): once its evaluation has reached the
+    # seeds that began from its policy it has nothing to report, and left in it would empty the report's learners.
+    trained = {seed: results for seed, results in per_seed.items() if any(n in results for n in WHAT_DIFFERS)}
+    return head, dict(sorted((trained or per_seed).items()))
 
 

@@ -445,6 +445,26 @@ def test_learners_trained_apart_merge_per_seed_and_pair_against_grpo(tmp_path):
     assert "Paired against GRPO" in report and "cw-grpo: kl_coef=0.0" in report
 
 
+def test_a_start_only_run_merges_with_learners_of_other_seeds_and_leaves_the_report(tmp_path):
+    """`--start-only` keeps seed 0; learners run from its policy on seed 2 alone still make a report, paired
+    against that start's evaluation (a seed with no learner used to empty the report's learner list)."""
+    start = _run_file(tmp_path, "start", [0])
+    run = json.loads(start.read_text())
+    run["results"]["0"]["start"]["eval_em"] = [1, 0, 1, 1]  # evaluated again: the learners' copies are older
+    run["results"]["0"]["start"]["reevaluated"] = {"superseded": {"eval_em": [0, 0, 1, 1]}}
+    start.write_text(json.dumps(run))
+    grpo = _run_file(tmp_path, "grpo", [2], grpo=[[0, 0, 1, 1]])
+    cw = _run_file(tmp_path, "cw", [2], **{"cw-grpo": [[1, 1, 1, 1]]})
+    head, per_seed = merge.merge_results([start, grpo, cw])
+    assert sorted(per_seed) == [2] and set(per_seed[2]) >= {"grpo", "cw-grpo"}
+    assert per_seed[2]["start"]["eval_em"] == [1, 0, 1, 1]
+    (tmp_path / "out").mkdir()
+    report = learner_report.write_report(per_seed, ["grpo", "cw-grpo"], head["preset"], 1, tmp_path / "out")
+    assert "Paired against GRPO" in report and "cw-grpo" in report
+    # The start alone still merges into a report of its own evaluation.
+    assert sorted(merge.merge_results([start])[1]) == [0]
+
+
 def test_merges_that_would_mix_two_settings_of_a_learner_are_refused(tmp_path):
     from searchgym.errors import ConfigError
 
