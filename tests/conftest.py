@@ -25,15 +25,9 @@ TEN_DOCS = [
 def _sb3_logs_in_the_test_tmp(tmp_path_factory):
     """stable-baselines3 makes a log folder for every model it trains (`SB3-<time>` in the system's temp folder
     unless `SB3_LOGDIR` names one): keep them in pytest's own temp folder, not left behind in /tmp."""
-    import os
-
-    before = os.environ.get("SB3_LOGDIR")
-    os.environ["SB3_LOGDIR"] = str(tmp_path_factory.mktemp("sb3-logs"))
-    yield
-    if before is None:
-        del os.environ["SB3_LOGDIR"]
-    else:
-        os.environ["SB3_LOGDIR"] = before
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SB3_LOGDIR", str(tmp_path_factory.mktemp("sb3-logs")))
+        yield
 
 
 @pytest.fixture

@@ -58,6 +58,16 @@ the credit view's batch (nothing trains on it), and the precision setting, whose
 machine: the precision each learner ran at (its entry's `dtype`) is compared instead (`precisions`)."""
 
 
+def preset_setting(preset: dict) -> dict:
+    """A run's preset fields that make its setting (those two runs must share to merge)."""
+    return {k: v for k, v in preset.items() if k not in NOT_A_SETTING}
+
+
+def merged_learners(per_seed: dict[int, dict]) -> list[str]:
+    """The learners every merged seed trained, in the report's order."""
+    return [n for n in WHAT_DIFFERS if all(n in r for r in per_seed.values())]
+
+
 def precisions(run: dict) -> set[str]:
     """The precisions a run's learners computed in (each entry's `dtype`; runs from before the setting: float32)."""
     return {r[n].get("dtype", "float32") for r in run["results"].values() for n in r if n in WHAT_DIFFERS and isinstance(r[n], dict)}
@@ -84,7 +94,7 @@ def merge_results(paths: list[Path]) -> tuple[dict, dict[int, dict]]:
         run["preset"] = preset_fields(run["preset"])
 
     def setting(run: dict) -> dict:
-        return {"preset": {k: v for k, v in run["preset"].items() if k not in NOT_A_SETTING}, "steps": run.get("steps")}
+        return {"preset": preset_setting(run["preset"]), "steps": run.get("steps")}
 
     head = setting(runs[0])
     computed = set().union(*(precisions(run) for run in runs))

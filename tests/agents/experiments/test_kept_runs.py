@@ -30,10 +30,9 @@ def test_there_are_kept_runs():
 
 @pytest.mark.parametrize("folder", KEPT, ids=[d.name for d in KEPT])
 def test_kept_runs_are_of_the_preset_as_defined_now_and_say_what_the_log_says(folder):
-    defined = json.loads(json.dumps(asdict(presets.PRESETS[folder.name])))  # tuples as lists, as a run keeps them
-    setting = {k: v for k, v in defined.items() if k not in merge.NOT_A_SETTING}
+    setting = merge.preset_setting(json.loads(json.dumps(asdict(presets.PRESETS[folder.name]))))  # tuples as lists, as kept
     for path, run in _runs(folder):
-        kept = {k: v for k, v in merge.preset_fields(run["preset"]).items() if k not in merge.NOT_A_SETTING}
+        kept = merge.preset_setting(merge.preset_fields(run["preset"]))
         assert kept == setting, f"{path.name}: the preset changed since it ran: {sorted(k for k in kept.keys() | setting.keys() if kept.get(k) != setting.get(k))}"
         for seed, results in run["results"].items():
             for name, entry in results.items():
@@ -49,7 +48,7 @@ def test_kept_runs_are_of_the_preset_as_defined_now_and_say_what_the_log_says(fo
 @pytest.mark.parametrize("folder", KEPT, ids=[d.name for d in KEPT])
 def test_kept_runs_merge_into_one_report_on_the_env_built_now(folder, tmp_path):
     head, per_seed = merge.merge_results([path for path, _ in _runs(folder)])
-    learners = [n for n in merge.WHAT_DIFFERS if all(n in r for r in per_seed.values())]
+    learners = merge.merged_learners(per_seed)
     if learners:
         report = learner_report.write_report(per_seed, learners, head["preset"], head["steps"], tmp_path)
         assert "Paired against the cold start" in report
