@@ -45,7 +45,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from agents.experiments.curves import plot_curves
-from agents.experiments.merge import merge_results, merged_learners, start_evaluation
+from agents.experiments.merge import left_out, merge_results, merged_learners, start_evaluation
 from agents.experiments.presets import PRESETS, RL_LEARNERS, SFT, WHAT_DIFFERS, Preset, eval_questions_name, parse_env_options, parse_learner_options
 from agents.experiments.report import credit_report, seed_table, signal_table, write_report
 from agents.experiments.runner import backend_options, run_seed
@@ -142,6 +142,11 @@ def _merge(paths: list[str], out: Path) -> int:
     learners = merged_learners(per_seed)
     out.mkdir(parents=True, exist_ok=True)
     print("Learning check (test EM):\n" + write_report(per_seed, learners, head["preset"], head["steps"], out))
+    note = left_out(per_seed)
+    if note:
+        with open(out / "results.md", "a") as report:
+            report.write(f"\n{note}\n")
+        print(f"\n{note}")
     print(f"\nmerged seeds {list(per_seed)}; table: {out / 'results.md'}")
     return 0
 

@@ -68,6 +68,21 @@ def merged_learners(per_seed: dict[int, dict]) -> list[str]:
     return [n for n in WHAT_DIFFERS if all(n in r for r in per_seed.values())]
 
 
+def left_out(per_seed: dict[int, dict]) -> str | None:
+    """A note naming the learners some merged seeds trained and others did not (so `merged_learners` leaves them
+    out of the report, whose tables pair every learner over the same seeds), with the seeds each has; None when
+    every learner is in every seed. Merging only the runs of those seeds reports them."""
+    seeds = sorted(per_seed)
+    partial = {n: [s for s in seeds if n in per_seed[s]] for n in WHAT_DIFFERS}
+    partial = {n: have for n, have in partial.items() if have and len(have) < len(seeds)}
+    if not partial:
+        return None
+    named = "; ".join(f"{n} (trained on seed{'s' if len(have) > 1 else ''} {', '.join(map(str, have))} only)"
+                      for n, have in partial.items())
+    return (f"Left out of this report, which pairs every learner over all the merged seeds ({', '.join(map(str, seeds))}): "
+            f"{named}. Merge only the runs of the seeds a learner has to report it.")
+
+
 def precisions(run: dict) -> set[str]:
     """The precisions a run's learners computed in (each entry's `dtype`; runs from before the setting: float32)."""
     return {r[n].get("dtype", "float32") for r in run["results"].values() for n in r if n in WHAT_DIFFERS and isinstance(r[n], dict)}

@@ -445,6 +445,23 @@ def test_learners_trained_apart_merge_per_seed_and_pair_against_grpo(tmp_path):
     assert "Paired against GRPO" in report and "cw-grpo: kl_coef=0.0" in report
 
 
+def test_a_learner_missing_from_a_merged_seed_is_named_in_the_report_not_dropped_silently(tmp_path, capsys):
+    """A merge made while seeds are still running: GRPO on seeds 1 and 2, COSEARCH on seed 1 only. The report
+    pairs learners over every merged seed, so COSEARCH is left out of it, and the report and the output say so
+    with the seeds it has; merging seed 1's runs alone reports it."""
+    grpo = _run_file(tmp_path, "grpo", [1, 2], grpo=[[0, 0, 1, 1], [1, 0, 1, 1]])
+    cos = _run_file(tmp_path, "cos", [1], cosearch=[[1, 0, 1, 1]])
+    _, per_seed = merge.merge_results([cos, grpo])
+    assert merge.merged_learners(per_seed) == ["grpo"]
+    note = merge.left_out(per_seed)
+    assert "cosearch (trained on seed 1 only)" in note and "(1, 2)" in note and "grpo (" not in note
+    assert learners.main(["--merge", str(cos), str(grpo), "--out", str(tmp_path / "m")]) == 0
+    assert note in (tmp_path / "m" / "results.md").read_text() and note in capsys.readouterr().out
+    grpo_seed1 = _run_file(tmp_path, "grpo1", [1], grpo=[[0, 0, 1, 1]])
+    _, per_seed = merge.merge_results([cos, grpo_seed1])
+    assert merge.merged_learners(per_seed) == ["grpo", "cosearch"] and merge.left_out(per_seed) is None
+
+
 def test_a_start_only_run_merges_with_learners_of_other_seeds_and_leaves_the_report(tmp_path):
     """`--start-only` keeps seed 0; learners run from its policy on seed 2 alone still make a report, paired
     against that start's evaluation (a seed with no learner used to empty the report's learner list)."""
