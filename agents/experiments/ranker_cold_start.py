@@ -12,6 +12,13 @@ are the oracle's searches (`--queries oracle`: what the cold start trains on, wh
 useful candidate first) or each question itself (`--queries question`).
 
     python -m agents.experiments.ranker_cold_start --steps 10 20 40 --requests 50
+
+Over a question file with gold titles (HotpotQA's, as `cpu-hotpotqa` runs COSEARCH), `--data-path FILE`
+trains on the file's first `--train-questions` questions and holds out the oracle searches of those after
+them, with the env `--env` builds over it (k = `--top-k`, 1 in the learning-check presets):
+
+    python -m agents.experiments.ranker_cold_start --data-path ../shared/data/hotpotqa/hotpot_train_sample_hf.jsonl \
+        --train-questions 100 --top-k 1 --steps 10 --requests 50 --threads 1 --dtype float32
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ def held_out(env, count: int, candidates: int, question_as_query: bool):
         out.extend(oracle_reranks(env, index, candidates=candidates, question_as_query=question_as_query))
         if len(out) >= count:
             return out[:count]
-    raise SystemExit(f"the test split holds only {len(out)} oracle searches; ask fewer --requests or more --test-questions")
+    raise SystemExit(f"the held-out questions hold only {len(out)} oracle searches; ask fewer --requests or more --test-questions")
 
 
 def measure(backend, ranker, reranks, config: CoSearchConfig, label: str, started: float, show: int = 0,
@@ -72,8 +79,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--top-k", type=int, default=2, help="documents the ranker chooses (EnvConfig.top_k's default)")
     p.add_argument("--hops", type=int, nargs="+", default=[1, 2, 3])
     p.add_argument("--num-entities", type=int, default=1000)
-    p.add_argument("--train-questions", type=int, default=200)
-    p.add_argument("--test-questions", type=int, default=100)
+    p.add_argument("--train-questions", type=int, default=200,
+                   help="synthetic train-split questions; with --data-path, the file's first questions, trained on")
+    p.add_argument("--test-questions", type=int, default=100,
+                   help="synthetic test-split questions; with --data-path, the held-out questions after the training ones")
+    p.add_argument("--data-path", help="a question file with gold titles (HotpotQA's, for instance) instead of the synthetic world")
+    p.add_argument("--env", default="SearchQA-HotpotQA-v0", help="the env built over --data-path (default: %(default)s)")
     p.add_argument("--micro-batch", type=int, default=4)
     p.add_argument("--shuffle", action="store_true", help="train on candidates shown in a seeded random order "
                    "(CoSearchConfig.ranker_cold_start_shuffle); the held-out requests keep the retriever's order, as the env shows them")
@@ -101,9 +112,15 @@ def main(argv: list[str] | None = None) -> None:
     seed_everything(args.seed)
     config = CoSearchConfig(ranker_cold_start_batch=args.batch, ranker_cold_start_lr=args.lr)
     started = time.perf_counter()
-    world = dict(num_entities=args.num_entities, hops=tuple(args.hops), top_k=args.top_k, seed=args.seed)
-    train_env = gym.make("SearchQA-Synthetic-v0", split="train", num_questions=args.train_questions, **world)
-    test_env = gym.make("SearchQA-Synthetic-v0", split="test", num_questions=args.test_questions, **world)
+    if args.data_path:  # the learning check's split of a question file: train on the first questions, hold out the rest
+        train_env = gym.make(args.env, data_path=args.data_path, limit=args.train_questions, top_k=args.top_k)
+        test_env = gym.make(args.env, data_path=args.data_path, offset=args.train_questions, limit=args.test_questions, top_k=args.top_k)
+        source = f"{args.env} over {args.data_path}"
+    else:
+        world = dict(num_entities=args.num_entities, hops=tuple(args.hops), top_k=args.top_k, seed=args.seed)
+        train_env = gym.make("SearchQA-Synthetic-v0", split="train", num_questions=args.train_questions, **world)
+        test_env = gym.make("SearchQA-Synthetic-v0", split="test", num_questions=args.test_questions, **world)
+        source = f"{args.hops} hops"
     reranks = held_out(test_env, args.requests, config.ranker_candidates, args.queries == "question")
     model, tokenizer = load_model(args.model, args.seed + 1)
     model.train()
@@ -111,7 +128,7 @@ def main(argv: list[str] | None = None) -> None:
     backend = PolicyChatBackend(policy, temperature=config.ranker_temperature, max_tokens=config.ranker_max_tokens, seed=args.seed)
     ranker = LLMRanker(backend, LLMRankerConfig(max_doc_chars=config.ranker_max_doc_chars, max_tokens=config.ranker_max_tokens,
                                                 temperature=config.ranker_temperature))
-    print(f"{args.model} ranker, {len(reranks)} held-out requests ({args.queries} queries, {args.hops} hops, N={config.ranker_candidates}, k={args.top_k}), "
+    print(f"{args.model} ranker, {len(reranks)} held-out requests ({args.queries} queries, {source}, N={config.ranker_candidates}, k={args.top_k}), "
           f"cold start: batch {args.batch}, lr {args.lr:g}{', shuffled candidates' if args.shuffle else ''}", flush=True)
     measure(backend, ranker, reranks, config, "before", started, args.show)
 

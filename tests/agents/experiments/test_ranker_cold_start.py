@@ -1,5 +1,7 @@
 """`python -m agents.experiments.ranker_cold_start` end to end with the tiny random model."""
 
+import json
+
 import pytest
 
 from agents.experiments import ranker_cold_start
@@ -19,3 +21,31 @@ def test_the_benchmark_measures_before_and_after_at_both_temperatures(capsys):
 def test_step_counts_must_increase():
     with pytest.raises(SystemExit):
         ranker_cold_start.main(["--model", "tiny", "--steps", "4", "2"])
+
+
+def _hotpot(i: int) -> dict:
+    return {"_id": f"h{i}", "question": f"Which river flows through city {i}?", "answer": f"River {i}", "type": "bridge",
+            "level": "easy", "supporting_facts": [[f"City {i}", 0], [f"River {i}", 0]],
+            "context": [[f"City {i}", [f"City {i} lies on River {i}."]], [f"River {i}", [f"River {i} is long."]],
+                        [f"Town {i}", [f"Town {i} has a mill."]]]}
+
+
+def test_over_a_question_file_it_trains_on_the_first_questions_and_holds_out_the_rest(tmp_path, capsys):
+    path = tmp_path / "hotpot_dev.json"
+    path.write_text(json.dumps([_hotpot(i) for i in range(6)]))
+    ranker_cold_start.main(["--model", "tiny", "--steps", "1", "--requests", "4", "--data-path", str(path),
+                            "--train-questions", "4", "--test-questions", "2", "--top-k", "1", "--threads", "1"])
+    lines = capsys.readouterr().out.splitlines()
+    assert f"SearchQA-HotpotQA-v0 over {path}" in lines[0]
+    # Two held-out questions, one oracle search per gold title: 4 requests.
+    assert "4 held-out requests" in lines[0]
+    assert [line.split(":")[0].split() for line in lines if ": valid " in line] == [
+        ["before", "T=1.0"], ["before", "greedy"], ["after", "1", "steps", "T=1.0"], ["after", "1", "steps", "greedy"]]
+
+
+def test_a_question_file_without_enough_held_out_searches_says_so(tmp_path):
+    path = tmp_path / "hotpot_dev.json"
+    path.write_text(json.dumps([_hotpot(i) for i in range(3)]))
+    with pytest.raises(SystemExit, match="only 2 oracle searches"):
+        ranker_cold_start.main(["--model", "tiny", "--requests", "5", "--data-path", str(path),
+                                "--train-questions", "2", "--test-questions", "1", "--top-k", "1", "--threads", "1"])
