@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> None:
         test_env = gym.make(args.env, data_path=args.data_path, offset=args.train_questions, limit=args.test_questions, top_k=args.top_k)
         source = f"{args.env} over {args.data_path}"
     else:
-        world = dict(num_entities=args.num_entities, hops=tuple(args.hops), top_k=args.top_k, seed=args.seed)
+        world = {"num_entities": args.num_entities, "hops": tuple(args.hops), "top_k": args.top_k, "seed": args.seed}
         train_env = gym.make("SearchQA-Synthetic-v0", split="train", num_questions=args.train_questions, **world)
         test_env = gym.make("SearchQA-Synthetic-v0", split="test", num_questions=args.test_questions, **world)
         source = f"{args.hops} hops"
