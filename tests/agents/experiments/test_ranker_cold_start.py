@@ -5,6 +5,7 @@ import json
 import pytest
 
 from agents.experiments import ranker_cold_start
+from agents.learners import ranker_sft
 
 
 def test_the_benchmark_measures_before_and_after_at_both_temperatures(capsys):
@@ -30,15 +31,29 @@ def _hotpot(i: int) -> dict:
                         [f"Town {i}", [f"Town {i} has a mill."]]]}
 
 
-def test_over_a_question_file_it_trains_on_the_first_questions_and_holds_out_the_rest(tmp_path, capsys):
+def test_over_a_question_file_it_trains_on_the_first_questions_and_holds_out_the_rest(tmp_path, capsys, monkeypatch):
     path = tmp_path / "hotpot_dev.json"
     path.write_text(json.dumps([_hotpot(i) for i in range(6)]))
+    held, trained = [], []
+    real_held_out, real_steps = ranker_cold_start.held_out, ranker_sft.supervised_ranker_steps
+
+    def spy_held_out(env, *args):
+        held.extend(r.id for r in env.unwrapped.records)
+        return real_held_out(env, *args)
+
+    def spy_steps(model, tokenizer, env, *args, **kwargs):
+        trained.extend(r.id for r in env.unwrapped.records)
+        return real_steps(model, tokenizer, env, *args, **kwargs)
+
+    monkeypatch.setattr(ranker_cold_start, "held_out", spy_held_out)
+    monkeypatch.setattr(ranker_sft, "supervised_ranker_steps", spy_steps)
     ranker_cold_start.main(["--model", "tiny", "--steps", "1", "--requests", "4", "--data-path", str(path),
                             "--train-questions", "4", "--test-questions", "2", "--top-k", "1", "--threads", "1"])
     lines = capsys.readouterr().out.splitlines()
     assert f"SearchQA-HotpotQA-v0 over {path}" in lines[0]
     # Two held-out questions, one oracle search per gold title: 4 requests.
     assert "4 held-out requests" in lines[0]
+    assert trained == ["h0", "h1", "h2", "h3"] and held == ["h4", "h5"]
     assert [line.split(":")[0].split() for line in lines if ": valid " in line] == [
         ["before", "T=1.0"], ["before", "greedy"], ["after", "1", "steps", "T=1.0"], ["after", "1", "steps", "greedy"]]
 
