@@ -14,6 +14,15 @@ import pytest
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
+def hotpot_record(i: int, distractors: int = 0) -> dict:
+    """A HotpotQA-format bridge question (official JSON layout) whose two gold paragraphs, "City i" and
+    "River i", hold its answer "River i"; `distractors` more paragraphs ("Town i", ...) share its number."""
+    context = [[f"City {i}", [f"City {i} lies on River {i}."]], [f"River {i}", [f"River {i} is long."]]]
+    context += [[f"Town {i}" + (f" {d}" if d else ""), [f"Town {i} has a mill."]] for d in range(distractors)]
+    return {"_id": f"h{i}", "question": f"Which river flows through city {i}?", "answer": f"River {i}", "type": "bridge",
+            "level": "easy", "supporting_facts": [[f"City {i}", 0], [f"River {i}", 0]], "context": context}
+
+
 def shared_file(relative: str) -> Path:
     """A file under ../shared/data, or skip the test when the samples are absent (a user's checkout)."""
     path = SHARED_DATA / relative

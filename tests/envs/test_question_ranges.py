@@ -8,18 +8,13 @@ import pytest
 
 import searchgym  # noqa: F401  (registers the ids)
 from searchgym.errors import ConfigError
-
-
-def _hotpot(i: int) -> dict:
-    return {"_id": f"h{i}", "question": f"Which river flows through city {i}?", "answer": f"River {i}", "type": "bridge", "level": "easy",
-            "supporting_facts": [[f"City {i}", 0], [f"River {i}", 0]],
-            "context": [[f"City {i}", [f"City {i} lies on River {i}."]], [f"River {i}", [f"River {i} is long."]]]}
+from tests.helpers import hotpot_record
 
 
 @pytest.fixture
 def hotpot_file(tmp_path):
     path = tmp_path / "hotpot_dev.json"
-    path.write_text(json.dumps([_hotpot(i) for i in range(5)]))
+    path.write_text(json.dumps([hotpot_record(i) for i in range(5)]))
     return str(path)
 
 

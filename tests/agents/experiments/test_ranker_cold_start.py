@@ -6,6 +6,7 @@ import pytest
 
 from agents.experiments import ranker_cold_start
 from agents.learners import ranker_sft
+from tests.helpers import hotpot_record
 
 
 def test_the_benchmark_measures_before_and_after_at_both_temperatures(capsys):
@@ -24,16 +25,9 @@ def test_step_counts_must_increase():
         ranker_cold_start.main(["--model", "tiny", "--steps", "4", "2"])
 
 
-def _hotpot(i: int) -> dict:
-    return {"_id": f"h{i}", "question": f"Which river flows through city {i}?", "answer": f"River {i}", "type": "bridge",
-            "level": "easy", "supporting_facts": [[f"City {i}", 0], [f"River {i}", 0]],
-            "context": [[f"City {i}", [f"City {i} lies on River {i}."]], [f"River {i}", [f"River {i} is long."]],
-                        [f"Town {i}", [f"Town {i} has a mill."]]]}
-
-
 def test_over_a_question_file_it_trains_on_the_first_questions_and_holds_out_the_rest(tmp_path, capsys, monkeypatch):
     path = tmp_path / "hotpot_dev.json"
-    path.write_text(json.dumps([_hotpot(i) for i in range(6)]))
+    path.write_text(json.dumps([hotpot_record(i, distractors=1) for i in range(6)]))
     held, trained = [], []
     real_held_out, real_steps = ranker_cold_start.held_out, ranker_sft.supervised_ranker_steps
 
@@ -60,7 +54,7 @@ def test_over_a_question_file_it_trains_on_the_first_questions_and_holds_out_the
 
 def test_a_question_file_without_enough_held_out_searches_says_so(tmp_path):
     path = tmp_path / "hotpot_dev.json"
-    path.write_text(json.dumps([_hotpot(i) for i in range(3)]))
+    path.write_text(json.dumps([hotpot_record(i, distractors=1) for i in range(3)]))
     with pytest.raises(SystemExit, match="only 2 oracle searches"):
         ranker_cold_start.main(["--model", "tiny", "--requests", "5", "--data-path", str(path),
                                 "--train-questions", "2", "--test-questions", "1", "--top-k", "1", "--threads", "1"])
