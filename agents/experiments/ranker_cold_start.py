@@ -19,6 +19,14 @@ them, with the env `--env` builds over it (k = `--top-k`, 1 in the learning-chec
 
     python -m agents.experiments.ranker_cold_start --data-path ../shared/data/hotpotqa/hotpot_train_sample_hf.jsonl \
         --train-questions 100 --top-k 1 --steps 10 --requests 50 --threads 1 --dtype float32
+
+On a learning-check preset's synthetic world (`--preset cpu-ranker`: its entities, hops, k, world seed and
+env options, such as the decoys that make the retriever's first candidate miss), with the requests held out
+from the world's validation split (`--held-out validation`, for choosing a setting without test questions)
+and the ranker starting from that preset's cold-started policy, as a COSEARCH run's does (`--model DIR`):
+
+    python -m agents.experiments.ranker_cold_start --preset cpu-ranker --held-out validation \
+        --model results/cpu-ranker/seed0/cold_start/model --steps 10 40 --requests 50 --threads 1 --dtype float32
 """
 
 from __future__ import annotations
@@ -42,6 +50,25 @@ def held_out(env, count: int, candidates: int, question_as_query: bool):
         if len(out) >= count:
             return out[:count]
     raise SystemExit(f"the held-out questions hold only {len(out)} oracle searches; ask fewer --requests or more --test-questions")
+
+
+def synthetic_world(args: argparse.Namespace) -> dict:
+    """The synthetic world's `gym.make` keywords: `--preset`'s (entities, hops, k, world seed, env options but
+    the agent's prompt template), else `--num-entities`, `--hops`, `--top-k` and `--seed`; `--env-option` on top."""
+    from agents.experiments.presets import PRESETS, parse_env_options
+
+    if args.preset:
+        preset = PRESETS.get(args.preset)
+        if preset is None:
+            raise SystemExit(f"no preset {args.preset!r}; presets: {', '.join(PRESETS)}")
+        if preset.env_id != "SearchQA-Synthetic-v0":
+            raise SystemExit(f"preset {args.preset} runs {preset.env_id}, not the synthetic world: use --data-path")
+        world = {"num_entities": preset.num_entities, "hops": tuple(preset.hops), "top_k": preset.top_k,
+                 "seed": args.seed if preset.world_seed is None else preset.world_seed,
+                 **{k: v for k, v in preset.env_options.items() if k != "template"}}
+    else:
+        world = {"num_entities": args.num_entities, "hops": tuple(args.hops), "top_k": args.top_k, "seed": args.seed}
+    return parse_env_options(args.env_option, world)
 
 
 def measure(backend, ranker, reranks, config: CoSearchConfig, label: str, started: float, show: int = 0,
@@ -83,6 +110,12 @@ def main(argv: list[str] | None = None) -> None:
                    help="synthetic train-split questions; with --data-path, the file's first questions, trained on")
     p.add_argument("--test-questions", type=int, default=100,
                    help="synthetic test-split questions; with --data-path, the held-out questions after the training ones")
+    p.add_argument("--preset", help="a learning-check preset over the synthetic world (cpu-ranker, for instance): its "
+                   "entities, hops, k, world seed and env options replace --num-entities, --hops, --top-k and --seed's world")
+    p.add_argument("--env-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="a synthetic-world option (decoy_rate=0.5, ...), on top of the preset's")
+    p.add_argument("--held-out", choices=("test", "validation"), default="test",
+                   help="the synthetic world's split the held-out requests come from (validation needs validation_fraction > 0)")
     p.add_argument("--data-path", help="a question file with gold titles (HotpotQA's, for instance) instead of the synthetic world")
     p.add_argument("--env", default="SearchQA-HotpotQA-v0", help="the env built over --data-path (default: %(default)s)")
     p.add_argument("--micro-batch", type=int, default=4)
@@ -96,6 +129,8 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     if sorted(set(args.steps)) != args.steps or args.steps[0] < 1:
         p.error("--steps must be positive and increasing")
+    if args.data_path and (args.preset or args.env_option or args.held_out != "test"):
+        p.error("--preset, --env-option and --held-out choose a synthetic world; --data-path reads a question file instead")
 
     import gymnasium as gym
 
@@ -117,10 +152,12 @@ def main(argv: list[str] | None = None) -> None:
         test_env = gym.make(args.env, data_path=args.data_path, offset=args.train_questions, limit=args.test_questions, top_k=args.top_k)
         source = f"{args.env} over {args.data_path}"
     else:
-        world = {"num_entities": args.num_entities, "hops": tuple(args.hops), "top_k": args.top_k, "seed": args.seed}
+        world = synthetic_world(args)
         train_env = gym.make("SearchQA-Synthetic-v0", split="train", num_questions=args.train_questions, **world)
-        test_env = gym.make("SearchQA-Synthetic-v0", split="test", num_questions=args.test_questions, **world)
-        source = f"{args.hops} hops"
+        test_env = gym.make("SearchQA-Synthetic-v0", split=args.held_out, num_questions=args.test_questions, **world)
+        source = f"{list(world['hops'])} hops, {args.held_out} split" + (f", preset {args.preset}" if args.preset else "")
+        if extra := {k: v for k, v in world.items() if k not in ("num_entities", "hops", "top_k", "seed")}:
+            source += ", " + ", ".join(f"{k}={v}" for k, v in extra.items())
     reranks = held_out(test_env, args.requests, config.ranker_candidates, args.queries == "question")
     model, tokenizer = load_model(args.model, args.seed + 1)
     model.train()

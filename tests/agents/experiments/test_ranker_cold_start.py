@@ -58,3 +58,40 @@ def test_a_question_file_without_enough_held_out_searches_says_so(tmp_path):
     with pytest.raises(SystemExit, match="only 2 oracle searches"):
         ranker_cold_start.main(["--model", "tiny", "--requests", "5", "--data-path", str(path),
                                 "--train-questions", "2", "--test-questions", "1", "--top-k", "1", "--threads", "1"])
+
+
+def test_a_presets_world_with_requests_held_out_from_its_validation_split(capsys, monkeypatch):
+    made = []
+    import gymnasium as gym
+
+    real_make = gym.make
+
+    def spy_make(env_id, **kwargs):
+        made.append((env_id, kwargs))
+        return real_make(env_id, **kwargs)
+
+    monkeypatch.setattr(gym, "make", spy_make)
+    ranker_cold_start.main(["--model", "tiny", "--steps", "1", "--requests", "3", "--preset", "cpu-ranker",
+                            "--env-option", "num_entities=300", "--held-out", "validation",
+                            "--train-questions", "10", "--test-questions", "10", "--threads", "1"])
+    (_, train), (_, held) = made
+    # cpu-ranker's world (its decoys, its validation share, k=1, world seed 0), entities as the option says.
+    for kwargs in (train, held):
+        assert {k: kwargs[k] for k in ("num_entities", "hops", "top_k", "seed", "decoy_rate", "validation_fraction")} == {
+            "num_entities": 300, "hops": (2,), "top_k": 1, "seed": 0, "decoy_rate": 0.5, "validation_fraction": 0.1}
+    assert (train["split"], held["split"]) == ("train", "validation")
+    assert "validation split, preset cpu-ranker, decoy_rate=0.5" in capsys.readouterr().out.splitlines()[0]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--preset", "cpu-hotpotqa"], "not the synthetic world"),
+    (["--preset", "no-such"], "no preset 'no-such'"),
+])
+def test_a_preset_that_is_not_a_synthetic_world_is_refused(argv, message):
+    with pytest.raises(SystemExit, match=message):
+        ranker_cold_start.main(["--model", "tiny", "--threads", "1", *argv])
+
+
+def test_a_question_file_does_not_take_world_options(tmp_path):
+    with pytest.raises(SystemExit):
+        ranker_cold_start.main(["--model", "tiny", "--data-path", str(tmp_path / "q.json"), "--held-out", "validation"])
