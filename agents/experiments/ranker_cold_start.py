@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> None:
     backend = PolicyChatBackend(policy, temperature=config.ranker_temperature, max_tokens=config.ranker_max_tokens, seed=args.seed)
     ranker = LLMRanker(backend, LLMRankerConfig(max_doc_chars=config.ranker_max_doc_chars, max_tokens=config.ranker_max_tokens,
                                                 temperature=config.ranker_temperature))
-    print(f"{args.model} ranker, {len(reranks)} held-out requests ({args.queries} queries, {source}, N={config.ranker_candidates}, k={args.top_k}), "
+    print(f"{args.model} ranker, {len(reranks)} held-out requests ({args.queries} queries, {source}, N={config.ranker_candidates}, k={test_env.unwrapped.top_k}), "
           f"cold start: batch {args.batch}, lr {args.lr:g}{', shuffled candidates' if args.shuffle else ''}", flush=True)
     measure(backend, ranker, reranks, config, "before", started, args.show)
 

@@ -80,7 +80,8 @@ def test_a_presets_world_with_requests_held_out_from_its_validation_split(capsys
         assert {k: kwargs[k] for k in ("num_entities", "hops", "top_k", "seed", "decoy_rate", "validation_fraction")} == {
             "num_entities": 300, "hops": (2,), "top_k": 1, "seed": 0, "decoy_rate": 0.5, "validation_fraction": 0.1}
     assert (train["split"], held["split"]) == ("train", "validation")
-    assert "validation split, preset cpu-ranker, decoy_rate=0.5" in capsys.readouterr().out.splitlines()[0]
+    header = capsys.readouterr().out.splitlines()[0]
+    assert "validation split, preset cpu-ranker, decoy_rate=0.5" in header and "N=5, k=1)" in header
 
 
 @pytest.mark.parametrize("argv, message", [
