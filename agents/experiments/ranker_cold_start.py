@@ -26,7 +26,7 @@ from the world's validation split (`--held-out validation`, for choosing a setti
 and the ranker starting from that preset's cold-started policy, as a COSEARCH run's does (`--model DIR`):
 
     python -m agents.experiments.ranker_cold_start --preset cpu-ranker --held-out validation \
-        --model results/cpu-ranker/seed0/cold_start/model --steps 10 40 --requests 50 --threads 1 --dtype float32
+        --model results/cpu-ranker/seed0/cold_start/model --steps 10 30 60 --requests 50 --threads 1 --dtype float32
 """
 
 from __future__ import annotations

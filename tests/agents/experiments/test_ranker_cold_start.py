@@ -2,6 +2,7 @@
 
 import json
 
+import gymnasium as gym
 import pytest
 
 from agents.experiments import ranker_cold_start
@@ -62,8 +63,6 @@ def test_a_question_file_without_enough_held_out_searches_says_so(tmp_path):
 
 def test_a_presets_world_with_requests_held_out_from_its_validation_split(capsys, monkeypatch):
     made = []
-    import gymnasium as gym
-
     real_make = gym.make
 
     def spy_make(env_id, **kwargs):
@@ -93,6 +92,7 @@ def test_a_preset_that_is_not_a_synthetic_world_is_refused(argv, message):
         ranker_cold_start.main(["--model", "tiny", "--threads", "1", *argv])
 
 
-def test_a_question_file_does_not_take_world_options(tmp_path):
+def test_a_question_file_does_not_take_world_options(tmp_path, capsys):
     with pytest.raises(SystemExit):
         ranker_cold_start.main(["--model", "tiny", "--data-path", str(tmp_path / "q.json"), "--held-out", "validation"])
+    assert "--data-path reads a question file instead" in capsys.readouterr().err
