@@ -22,7 +22,8 @@ them, with the env `--env` builds over it (k = `--top-k`, 1 in the learning-chec
 
 On a learning-check preset's synthetic world (`--preset cpu-ranker`: its entities, hops, k, world seed and
 env options, such as the decoys that make the retriever's first candidate miss), with the requests held out
-from the world's validation split (`--held-out validation`, for choosing a setting without test questions)
+from the world's validation split (`--held-out validation`, for choosing a setting without test questions;
+a preset with a validation split holds out from it by default)
 and the ranker starting from that preset's cold-started policy, as a COSEARCH run's does (`--model DIR`):
 
     python -m agents.experiments.ranker_cold_start --preset cpu-ranker --held-out validation \
@@ -52,10 +53,13 @@ def held_out(env, count: int, candidates: int, question_as_query: bool):
     raise SystemExit(f"the held-out questions hold only {len(out)} oracle searches; ask fewer --requests or more --test-questions")
 
 
-def synthetic_world(args: argparse.Namespace) -> dict:
-    """The synthetic world's `gym.make` keywords: `--preset`'s (entities, hops, k, world seed, env options but
-    the agent's prompt template), else `--num-entities`, `--hops`, `--top-k` and `--seed`; `--env-option` on top."""
+def synthetic_world(args: argparse.Namespace) -> tuple[dict, str]:
+    """The synthetic world's `gym.make` keywords: `--preset`'s world as the signature analyses read it
+    (`signatures.Setting.from_preset`: entities, hops, k, world seed, env options), else `--num-entities`,
+    `--hops`, `--top-k` and `--seed`; `--env-option` on top. With the split held out: `--held-out`, else the
+    preset's validation split where it has one (its test questions serve the learning check alone), else test."""
     from agents.experiments.presets import PRESETS, parse_env_options
+    from agents.experiments.signatures import Setting
 
     if args.preset:
         preset = PRESETS.get(args.preset)
@@ -63,12 +67,14 @@ def synthetic_world(args: argparse.Namespace) -> dict:
             raise SystemExit(f"no preset {args.preset!r}; presets: {', '.join(PRESETS)}")
         if preset.env_id != "SearchQA-Synthetic-v0":
             raise SystemExit(f"preset {args.preset} runs {preset.env_id}, not the synthetic world: use --data-path")
-        world = {"num_entities": preset.num_entities, "hops": tuple(preset.hops), "top_k": preset.top_k,
-                 "seed": args.seed if preset.world_seed is None else preset.world_seed,
-                 **{k: v for k, v in preset.env_options.items() if k != "template"}}
+        setting = Setting.from_preset(preset)
+        world = {"num_entities": setting.num_entities, "hops": setting.hops, "top_k": setting.top_k, "seed": setting.world_seed,
+                 **setting.env_options}
+        split = args.held_out or setting.split
     else:
         world = {"num_entities": args.num_entities, "hops": tuple(args.hops), "top_k": args.top_k, "seed": args.seed}
-    return parse_env_options(args.env_option, world)
+        split = args.held_out or "test"
+    return parse_env_options(args.env_option, world), split
 
 
 def measure(backend, ranker, reranks, config: CoSearchConfig, label: str, started: float, show: int = 0,
@@ -114,8 +120,9 @@ def main(argv: list[str] | None = None) -> None:
                    "entities, hops, k, world seed and env options replace --num-entities, --hops, --top-k and --seed's world")
     p.add_argument("--env-option", action="append", default=[], metavar="KEY=VALUE",
                    help="a synthetic-world option (decoy_rate=0.5, ...), on top of the preset's")
-    p.add_argument("--held-out", choices=("test", "validation"), default="test",
-                   help="the synthetic world's split the held-out requests come from (validation needs validation_fraction > 0)")
+    p.add_argument("--held-out", choices=("test", "validation"),
+                   help="the synthetic world's split the held-out requests come from (validation needs validation_fraction > 0; "
+                        "default: a --preset's validation split where it has one, else test)")
     p.add_argument("--data-path", help="a question file with gold titles (HotpotQA's, for instance) instead of the synthetic world")
     p.add_argument("--env", default="SearchQA-HotpotQA-v0", help="the env built over --data-path (default: %(default)s)")
     p.add_argument("--micro-batch", type=int, default=4)
@@ -129,7 +136,7 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     if sorted(set(args.steps)) != args.steps or args.steps[0] < 1:
         p.error("--steps must be positive and increasing")
-    if args.data_path and (args.preset or args.env_option or args.held_out != "test"):
+    if args.data_path and (args.preset or args.env_option or args.held_out):
         p.error("--preset, --env-option and --held-out choose a synthetic world; --data-path reads a question file instead")
 
     import gymnasium as gym
@@ -152,10 +159,10 @@ def main(argv: list[str] | None = None) -> None:
         test_env = gym.make(args.env, data_path=args.data_path, offset=args.train_questions, limit=args.test_questions, top_k=args.top_k)
         source = f"{args.env} over {args.data_path}"
     else:
-        world = synthetic_world(args)
+        world, split = synthetic_world(args)
         train_env = gym.make("SearchQA-Synthetic-v0", split="train", num_questions=args.train_questions, **world)
-        test_env = gym.make("SearchQA-Synthetic-v0", split=args.held_out, num_questions=args.test_questions, **world)
-        source = f"{list(world['hops'])} hops, {args.held_out} split" + (f", preset {args.preset}" if args.preset else "")
+        test_env = gym.make("SearchQA-Synthetic-v0", split=split, num_questions=args.test_questions, **world)
+        source = f"{list(world['hops'])} hops, {split} split" + (f", preset {args.preset}" if args.preset else "")
         if extra := {k: v for k, v in world.items() if k not in ("num_entities", "hops", "top_k", "seed")}:
             source += ", " + ", ".join(f"{k}={v}" for k, v in extra.items())
     reranks = held_out(test_env, args.requests, config.ranker_candidates, args.queries == "question")
