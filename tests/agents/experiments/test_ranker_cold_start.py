@@ -84,16 +84,14 @@ def test_a_presets_world_with_requests_held_out_from_its_validation_split(capsys
     assert "validation split, preset cpu-ranker, decoy_rate=0.5" in header and "N=5, k=1)" in header
 
 
-@pytest.mark.parametrize("argv, split", [
-    (["--preset", "cpu-ranker"], "validation"),  # a preset with a validation split holds out from it
-    (["--preset", "cpu-ranker", "--held-out", "test"], "test"),
-    ([], "test"),
+@pytest.mark.parametrize("given, split", [
+    ({"preset": "cpu-ranker"}, "validation"),  # a preset with a validation split holds out from it
+    ({"preset": "cpu-ranker", "held_out": "test"}, "test"),
+    ({}, "test"),
 ])
-def test_the_held_out_split_defaults_to_a_presets_validation_split(argv, split):
-    args = argparse.Namespace(preset=None, held_out=None, env_option=["num_entities=300"], num_entities=300, hops=[2],
-                              top_k=2, seed=0)
-    for flag, value in zip(argv[::2], argv[1::2]):
-        setattr(args, flag.removeprefix("--").replace("-", "_"), value)
+def test_the_held_out_split_defaults_to_a_presets_validation_split(given, split):
+    args = argparse.Namespace(**{"preset": None, "held_out": None, "env_option": ["num_entities=300"], "num_entities": 300,
+                                 "hops": [2], "top_k": 2, "seed": 0, **given})
     world, held = ranker_cold_start.synthetic_world(args)
     assert held == split and world["num_entities"] == 300
     assert world.get("decoy_rate") == (0.5 if args.preset else None)
