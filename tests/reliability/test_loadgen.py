@@ -78,20 +78,20 @@ def test_a_stalled_server_costs_the_timeout_not_a_hang():
         elapsed = time.monotonic() - start
     finally:
         listener.close()
-    assert t.queries == 0 and t.errors >= 3 and elapsed < 3.0
+    assert t.queries == 0 and t.errors >= 3 and elapsed < 10.0  # the 0.5 s run and a 0.3 s timeout, not a hang
 
 
 def test_no_server_is_errors_not_a_hang():
     start = time.monotonic()
     t = load_test(free_port(), ["q"], 3, clients=2, duration_s=0.3, max_requests=200, request_timeout_s=1.0)
-    assert t.queries == 0 and t.errors == 200 and time.monotonic() - start < 3.0
+    assert t.queries == 0 and t.errors == 200 and time.monotonic() - start < 10.0  # refused at once, not 200 timeouts of 1 s
 
 
 def test_no_clients_or_no_requests_end_at_once():
     server = serve(lambda n: (200, json.dumps(GOOD).encode()))
     try:
         for clients, max_requests in ((0, 10), (3, 0)):
-            t = load_test(server.server_address[1], ["q"], 3, clients=clients, duration_s=5.0, max_requests=max_requests)
-            assert (t.queries, t.errors) == (0, 0) and t.seconds < 1.0
+            t = load_test(server.server_address[1], ["q"], 3, clients=clients, duration_s=60.0, max_requests=max_requests)
+            assert (t.queries, t.errors) == (0, 0) and t.seconds < 10.0  # at once, not after the 60 s duration
     finally:
         server.shutdown()
